@@ -1,0 +1,133 @@
+#include "bench/cli.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "fmt/core.h"
+
+namespace psbench {
+namespace {
+
+std::set<std::string, std::less<>>& SetFlags() {
+  static auto* set = new std::set<std::string, std::less<>>;
+  return *set;
+}
+
+void PrintHelp(absl::string_view usage, const std::vector<std::string>& flag_files) {
+  fmt::print("{}\n\nFlags:\n", std::string(usage));
+  std::vector<absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    for (const auto& f : flag_files) {
+      if (absl::StrContains(flag->Filename(), f)) {
+        flags.push_back(flag);
+        break;
+      }
+    }
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](auto* a, auto* b) { return a->Name() < b->Name(); });
+  for (auto* f : flags) {
+    std::string def = f->DefaultValue();
+    std::string name(f->Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    fmt::print("  --{}{}\n      {}\n", name, def.empty() ? "" : "=" + def, f->Help());
+  }
+}
+
+[[noreturn]] void UsageError(absl::string_view program, absl::string_view message) {
+  fmt::print(stderr, "{}: {} (see --help)\n", std::string(program), std::string(message));
+  std::exit(kExitUsage);
+}
+
+}  // namespace
+
+std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage,
+                                          const std::vector<std::string>& flag_files) {
+  std::string program = argc > 0 ? argv[0] : "psbench";
+  if (auto slash = program.rfind('/'); slash != std::string::npos) program.erase(0, slash + 1);
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.emplace_back(arg);
+      continue;
+    }
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    absl::string_view name = arg;
+    std::string value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != absl::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = std::string(arg.substr(eq + 1));
+      has_value = true;
+    }
+    if (name == "help" || name == "h") {
+      PrintHelp(usage, flag_files);
+      std::exit(0);
+    }
+    // Users write --skew-bias; Abseil names the flag skew_bias.
+    std::string shown(name);
+    std::string flag_name(name);
+    std::replace(flag_name.begin(), flag_name.end(), '-', '_');
+    name = flag_name;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
+      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) {
+        flag = positive;
+        name = name.substr(2);
+        value = "false";
+        has_value = true;
+      }
+    }
+    bool ours = false;
+    if (flag != nullptr) {
+      for (const auto& f : flag_files) ours |= absl::StrContains(flag->Filename(), f);
+    }
+    if (flag == nullptr || !ours) UsageError(program, absl::StrCat("unknown flag --", shown));
+    if (!has_value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        UsageError(program, absl::StrCat("--", shown, " needs a value"));
+      }
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      UsageError(program, absl::StrCat("--", shown, "=", value, ": ", error));
+    }
+    std::string user_name(name);
+    std::replace(user_name.begin(), user_name.end(), '_', '-');
+    SetFlags().insert(user_name);
+  }
+  return positional;
+}
+
+bool FlagWasSet(absl::string_view name) { return SetFlags().contains(name); }
+
+std::vector<std::string> FlagsSet() { return {SetFlags().begin(), SetFlags().end()}; }
+
+void Die(absl::string_view program, const absl::Status& status, int code) {
+  Die(program, status.message(), code);
+}
+
+void Die(absl::string_view program, absl::string_view message, int code) {
+  std::fflush(stdout);
+  fmt::print(stderr, "{}: {}\n", std::string(program), std::string(message));
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+}  // namespace psbench

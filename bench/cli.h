@@ -1,0 +1,35 @@
+// Command-line parsing on Abseil flags, with psbench's exit codes: a bad flag or value is
+// one line on stderr and exit 2 (Abseil's own parser exits 1, which psbench keeps for
+// runtime failures).
+#ifndef PSBENCH_BENCH_CLI_H_
+#define PSBENCH_BENCH_CLI_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace psbench {
+
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitUsage = 2;
+
+// Parses argv[1..] into the registered Abseil flags. Returns the positional arguments.
+// --help prints `usage` and the flags defined in files whose path contains one of
+// `flag_files` (e.g. "worker/"), then exits 0. Errors exit 2.
+std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage,
+                                          const std::vector<std::string>& flag_files);
+
+// Names of the flags given explicitly on the command line (after ParseFlagsOrExit).
+bool FlagWasSet(absl::string_view name);
+std::vector<std::string> FlagsSet();
+
+// Prints "<program>: <message>" to stderr and exits with `code`.
+[[noreturn]] void Die(absl::string_view program, const absl::Status& status, int code);
+[[noreturn]] void Die(absl::string_view program, absl::string_view message, int code);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_CLI_H_

@@ -1,0 +1,252 @@
+#include "bench/report.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/sysinfo.h"
+#include "fmt/core.h"
+#include "payloads/size.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+
+json LatencyJson(const Histogram& h) {
+  auto us = [](double ns) { return ns / 1e3; };
+  return {{"count", h.count()},
+          {"min", us(static_cast<double>(h.min()))},
+          {"p50", us(h.Percentile(0.50))},
+          {"p90", us(h.Percentile(0.90))},
+          {"p99", us(h.Percentile(0.99))},
+          {"p999", us(h.Percentile(0.999))},
+          {"max", us(static_cast<double>(h.max()))},
+          {"mean", us(h.mean())},
+          {"stdev", us(h.stdev())}};
+}
+
+json CpuJson(const CpuTimes& c, double seconds) {
+  return {{"user_s", c.user_s},
+          {"system_s", c.system_s},
+          {"utilization", seconds > 0 ? c.total() / seconds : 0.0}};
+}
+
+std::string Pct(const json& cpu) {
+  return fmt::format("{:.0f}%", 100.0 * cpu.value("utilization", 0.0));
+}
+
+}  // namespace
+
+json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m) {
+  json buffers = json::array();
+  json names = json::array();
+  bool named = false;
+  for (size_t p = 0; p < plan.payloads.size(); ++p) {
+    json sizes = json::array();
+    json ns = json::array();
+    for (const auto& b : plan.payloads[p]) {
+      sizes.push_back(b.bytes);
+      ns.push_back(b.name);
+      named |= !b.name.empty();
+    }
+    buffers.push_back(sizes);
+    names.push_back(ns);
+  }
+  bool one = plan.payloads.size() == 1;
+  json r = {
+      {"benchmark", BenchmarkName(s.benchmark)},
+      {"transport", s.transport},
+      {"mode", WireModeName(s.mode)},
+      {"scheme", s.sweep ? "sweep" : SchemeName(s.payload.scheme)},
+      {"buffers", one ? buffers[0] : buffers},
+      {"payload_summary", plan.Summary()},
+      {"payload_bytes", m.ops ? m.bytes / m.ops : plan.Bytes(0)},
+      {"payloads", plan.payloads.size()},
+      {"iterations", m.ops},
+      {"seconds", m.seconds},
+      {"bytes", m.bytes},
+      {"workers", s.num_workers},
+      {"ps", m.ps_info.size()},
+      {"scope", "worker"},
+      {"worker_index", s.worker_index},
+      {"validate", s.validate},
+      {"seed", s.payload.seed},
+  };
+  if (named) r["buffer_names"] = one ? names[0] : names;
+  json lat = LatencyJson(m.latency);
+  double rate = m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0;
+  double mbps = m.seconds > 0 ? static_cast<double>(m.bytes) / m.seconds / 1e6 : 0;
+  switch (s.benchmark) {
+    case Benchmark::kLatency:
+      r["latency_us"] = lat;
+      break;
+    case Benchmark::kBandwidth:
+      r["mb_per_s"] = mbps;
+      r["msgs_per_s"] = rate;
+      r["rpc_latency_us"] = lat;
+      break;
+    case Benchmark::kThroughput:
+      r["rpc_per_s"] = rate;
+      r["mb_per_s"] = mbps;
+      r["rpc_latency_us"] = lat;
+      r["rpc_per_ps"] = m.ops_per_ps;
+      break;
+  }
+  json ps_cpu = json::array();
+  json ps_place = json::array();
+  for (size_t i = 0; i < m.ps_info.size(); ++i) {
+    const ServerInfo& info = m.ps_info[i];
+    json c = CpuJson(m.ps_cpu[i], m.seconds);
+    c["address"] = info.address;
+    ps_cpu.push_back(c);
+    ps_place.push_back({{"address", info.address},
+                        {"host", info.host},
+                        {"pid", info.pid},
+                        {"cpu_affinity", info.cpu_affinity},
+                        {"last_cpu", info.last_cpu},
+                        {"version", info.version},
+                        {"grpc_version", info.grpc_version}});
+  }
+  r["cpu"] = {{"worker", CpuJson(m.worker_cpu, m.seconds)}, {"ps", ps_cpu}};
+  r["placement"] = {{"worker",
+                     {{"host", HostName()},
+                      {"pid", getpid()},
+                      {"cpu_affinity", CurrentAffinity()},
+                      {"last_cpu", LastCpu()}}},
+                    {"ps", ps_place}};
+  r["config"] = ScenarioToJson(s);
+  r["environment"] = Environment();
+  r["timestamp"] = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  return r;
+}
+
+json AggregateThroughput(const std::vector<json>& workers) {
+  json total = workers.at(0);
+  double rpc = 0, mb = 0, worst_p99 = 0, seconds = 0;
+  uint64_t iterations = 0, bytes = 0;
+  json per_worker = json::array();
+  json worker_cpu = json::array();
+  for (const json& w : workers) {
+    rpc += w.value("rpc_per_s", 0.0);
+    mb += w.value("mb_per_s", 0.0);
+    iterations += w.value("iterations", uint64_t{0});
+    bytes += w.value("bytes", uint64_t{0});
+    seconds = std::max(seconds, w.value("seconds", 0.0));
+    worst_p99 = std::max(worst_p99, w["rpc_latency_us"].value("p99", 0.0));
+    per_worker.push_back({{"worker_index", w["worker_index"]},
+                          {"rpc_per_s", w["rpc_per_s"]},
+                          {"mb_per_s", w["mb_per_s"]}});
+    worker_cpu.push_back(w["cpu"]["worker"]);
+  }
+  total["scope"] = "total";
+  total.erase("worker_index");
+  total.erase("rpc_latency_us");
+  total["rpc_per_s"] = rpc;
+  total["mb_per_s"] = mb;
+  total["iterations"] = iterations;
+  total["bytes"] = bytes;
+  total["seconds"] = seconds;
+  total["worst_worker_p99_us"] = worst_p99;
+  total["per_worker"] = per_worker;
+  total["cpu"]["workers"] = worker_cpu;
+  total["cpu"].erase("worker");
+  return total;
+}
+
+absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& records) {
+  std::ofstream out(path, std::ios::app);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("--json=", path, ": cannot open for writing"));
+  for (const json& r : records) out << r.dump() << '\n';
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat("--json=", path, ": write failed"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<json>> ReadJsonLines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::vector<json> records;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": malformed line"));
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+void TablePrinter::Print(const json& r) {
+  const json& cfg = r["config"];
+  std::string bench = r["benchmark"];
+  std::string timing =
+      cfg.value("iterations", 0) > 0
+          ? fmt::format("{} iterations", cfg.value("iterations", 0))
+          : fmt::format("{:g}s", cfg.value("duration_s", 0.0));
+  std::string warm = cfg.value("warmup_iterations", 0) > 0
+                         ? fmt::format("{} iterations", cfg.value("warmup_iterations", 0))
+                         : fmt::format("{:g}s", cfg.value("warmup_s", 0.0));
+  std::string payload = r["scheme"] == "sweep" ? "one buffer per size"
+                                                : r["payload_summary"].get<std::string>();
+  std::string header = fmt::format(
+      "# psbench {} | transport {} | mode {} | scheme {} | payload {}\n"
+      "# seed {} | warm-up {} | measure {} | validate {}",
+      bench, r["transport"].get<std::string>(), r["mode"].get<std::string>(),
+      r["scheme"].get<std::string>(), payload, r["seed"].get<uint64_t>(), warm, timing,
+      r["validate"].get<bool>() ? "on" : "off");
+  if (bench == "bandwidth") header += fmt::format(" | window {}", cfg.value("window", 0));
+  if (bench == "throughput") {
+    header += fmt::format(" | {} workers x {} PS, {} outstanding per PS", r["workers"].get<int>(),
+                          r["ps"].get<int>(), cfg.value("outstanding", 0));
+  }
+  if (header != last_header_) {
+    if (!last_header_.empty()) fmt::print(out_, "\n");
+    fmt::print(out_, "{}\n", header);
+    if (bench == "latency") {
+      fmt::print(out_, "{:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   [usec]  {:>6} {:>6}\n",
+                 "#bytes", "#iters", "min", "p50", "p90", "p99", "p99.9", "max", "mean", "stdev",
+                 "wCPU", "psCPU");
+    } else if (bench == "bandwidth") {
+      fmt::print(out_, "{:>12} {:>9} {:>12} {:>12} {:>12}  {:>6} {:>6}\n", "#bytes", "#iters",
+                 "MB/s", "msgs/s", "p50 usec", "wCPU", "psCPU");
+    } else {
+      fmt::print(out_, "{:>8} {:>12} {:>9} {:>12} {:>12} {:>12}  {:>6}\n", "worker", "#bytes",
+                 "#iters", "RPC/s", "MB/s", "p99 usec", "wCPU");
+    }
+    last_header_ = header;
+  }
+  uint64_t bytes = r["payload_bytes"];
+  uint64_t iters = r["iterations"];
+  auto ps_cpu = [&r] {
+    const json& ps = r["cpu"]["ps"];
+    return ps.empty() ? std::string("-") : Pct(ps[0]);
+  };
+  if (bench == "latency") {
+    const json& l = r["latency_us"];
+    fmt::print(out_,
+               "{:>12} {:>9} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}           {:>6} {:>6}\n",
+               bytes, iters, l["min"].get<double>(), l["p50"].get<double>(),
+               l["p90"].get<double>(), l["p99"].get<double>(), l["p999"].get<double>(),
+               l["max"].get<double>(), l["mean"].get<double>(), l["stdev"].get<double>(),
+               Pct(r["cpu"]["worker"]), ps_cpu());
+  } else if (bench == "bandwidth") {
+    fmt::print(out_, "{:>12} {:>9} {:>12.2f} {:>12.1f} {:>12.2f}  {:>6} {:>6}\n", bytes, iters,
+               r["mb_per_s"].get<double>(), r["msgs_per_s"].get<double>(),
+               r["rpc_latency_us"]["p50"].get<double>(), Pct(r["cpu"]["worker"]), ps_cpu());
+  } else if (r["scope"] == "total") {
+    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}\n", "total", bytes, iters,
+               r["rpc_per_s"].get<double>(), r["mb_per_s"].get<double>(),
+               r.value("worst_worker_p99_us", 0.0));
+  } else {
+    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}  {:>6}\n",
+               r["worker_index"].get<int>(), bytes, iters, r["rpc_per_s"].get<double>(),
+               r["mb_per_s"].get<double>(), r["rpc_latency_us"]["p99"].get<double>(),
+               Pct(r["cpu"]["worker"]));
+  }
+  std::fflush(out_);
+}
+
+}  // namespace psbench

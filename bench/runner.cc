@@ -1,0 +1,144 @@
+#include "bench/runner.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench {
+namespace {
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+struct Slot {
+  size_t server = 0;
+  size_t payload = 0;
+  uint64_t start_ns = 0;
+};
+
+class Loop {
+ public:
+  Loop(const Scenario& s, Client& client, const std::vector<int>& ids,
+       const std::vector<uint64_t>& bytes)
+      : s_(s), client_(client), ids_(ids), bytes_(bytes) {
+    op_ = s.benchmark == Benchmark::kLatency ? Op::kEcho : Op::kPush;
+    size_t servers = s.benchmark == Benchmark::kThroughput ? client.num_servers() : 1;
+    int depth = s.benchmark == Benchmark::kLatency     ? 1
+                : s.benchmark == Benchmark::kBandwidth ? s.window
+                                                       : s.outstanding;
+    // Slots interleave servers so that the first round reaches every PS early.
+    for (int d = 0; d < depth; ++d) {
+      for (size_t srv = 0; srv < servers; ++srv) slots_.push_back(Slot{srv, 0, 0});
+    }
+    servers_ = servers;
+  }
+
+  size_t servers() const { return servers_; }
+
+  // One phase: by count when count > 0, else by time. Waits for everything it issued.
+  absl::Status Phase(int64_t count, absl::Duration duration, Measurement* m) {
+    uint64_t limit = count > 0 ? static_cast<uint64_t>(count) * servers_ : 0;
+    uint64_t start = NowNs();
+    uint64_t end = start + static_cast<uint64_t>(absl::ToInt64Nanoseconds(duration));
+    uint64_t issued = 0;
+    size_t in_flight = 0;
+    auto may_issue = [&](uint64_t now) { return limit > 0 ? issued < limit : now < end; };
+    if (limit == 0 && duration <= absl::ZeroDuration()) return absl::OkStatus();
+    for (size_t i = 0; i < slots_.size() && may_issue(NowNs()); ++i) {
+      Issue(i);
+      ++issued;
+      ++in_flight;
+    }
+    uint64_t last = start;
+    while (in_flight > 0) {
+      auto c = client_.Next(absl::Now() + s_.rpc_timeout + absl::Seconds(10));
+      if (!c.ok()) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "no reply from any PS within ", absl::FormatDuration(s_.rpc_timeout + absl::Seconds(10))));
+      }
+      if (!c->status.ok()) return c->status;
+      uint64_t now = NowNs();
+      --in_flight;
+      Slot& slot = slots_[c->tag];
+      if (m != nullptr) {
+        m->latency.Add(now - slot.start_ns);
+        m->ops += 1;
+        m->bytes += bytes_[slot.payload];
+        m->ops_per_ps[slot.server] += 1;
+      }
+      last = now;
+      if (may_issue(now)) {
+        Issue(c->tag);
+        ++issued;
+        ++in_flight;
+      }
+    }
+    if (m != nullptr) m->seconds = static_cast<double>(last - start) / 1e9;
+    return absl::OkStatus();
+  }
+
+ private:
+  void Issue(size_t slot_index) {
+    Slot& slot = slots_[slot_index];
+    slot.payload = next_payload_;
+    next_payload_ = (next_payload_ + 1) % ids_.size();
+    slot.start_ns = NowNs();
+    client_.Start(op_, slot.server, ids_[slot.payload], slot_index);
+  }
+
+  const Scenario& s_;
+  Client& client_;
+  const std::vector<int>& ids_;
+  const std::vector<uint64_t>& bytes_;
+  Op op_;
+  size_t servers_ = 1;
+  std::vector<Slot> slots_;
+  size_t next_payload_ = 0;
+};
+
+absl::StatusOr<std::vector<CpuTimes>> PsCpu(Client& client, size_t servers,
+                                            std::vector<ServerInfo>* infos) {
+  std::vector<CpuTimes> cpu;
+  for (size_t i = 0; i < servers; ++i) {
+    auto info = client.GetInfo(i);
+    if (!info.ok()) return info.status();
+    cpu.push_back({info->cpu_user_s, info->cpu_system_s});
+    if (infos) infos->push_back(*info);
+  }
+  return cpu;
+}
+
+}  // namespace
+
+absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
+                                         const std::vector<int>& payload_ids,
+                                         const std::vector<uint64_t>& payload_bytes) {
+  Loop loop(scenario, client, payload_ids, payload_bytes);
+  if (absl::Status s = loop.Phase(scenario.warmup_iterations,
+                                  scenario.warmup_iterations > 0 ? absl::ZeroDuration()
+                                                                 : scenario.warmup,
+                                  nullptr);
+      !s.ok()) {
+    return s;
+  }
+  Measurement m;
+  m.ops_per_ps.assign(loop.servers(), 0);
+  auto ps_before = PsCpu(client, loop.servers(), nullptr);
+  if (!ps_before.ok()) return ps_before.status();
+  CpuTimes cpu_before = ProcessCpuTimes();
+  if (absl::Status s = loop.Phase(scenario.iterations, scenario.duration, &m); !s.ok()) return s;
+  CpuTimes cpu_after = ProcessCpuTimes();
+  auto ps_after = PsCpu(client, loop.servers(), &m.ps_info);
+  if (!ps_after.ok()) return ps_after.status();
+  m.worker_cpu = {cpu_after.user_s - cpu_before.user_s, cpu_after.system_s - cpu_before.system_s};
+  for (size_t i = 0; i < loop.servers(); ++i) {
+    m.ps_cpu.push_back({(*ps_after)[i].user_s - (*ps_before)[i].user_s,
+                        (*ps_after)[i].system_s - (*ps_before)[i].system_s});
+  }
+  return m;
+}
+
+}  // namespace psbench

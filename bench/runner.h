@@ -1,0 +1,38 @@
+// The benchmark loops. They see only the transport's Client: start operations, reap
+// completions, keep a fixed number outstanding, time every one.
+#ifndef PSBENCH_BENCH_RUNNER_H_
+#define PSBENCH_BENCH_RUNNER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/histogram.h"
+#include "bench/scenario.h"
+#include "bench/sysinfo.h"
+#include "transports/transport.h"
+
+namespace psbench {
+
+struct Measurement {
+  Histogram latency;          // per-operation round trip, ns
+  uint64_t ops = 0;           // operations completed in the measurement
+  uint64_t bytes = 0;         // payload bytes those operations carried (one way)
+  double seconds = 0;         // first start to last completion
+  std::vector<uint64_t> ops_per_ps;
+  CpuTimes worker_cpu;        // this process, during the measurement
+  std::vector<CpuTimes> ps_cpu;         // each PS process, during the measurement
+  std::vector<ServerInfo> ps_info;      // each PS, at the end
+};
+
+// Runs warm-up, then measurement, of `scenario.benchmark` with the registered payloads
+// `payload_ids` (operation i carries payload i % size). Every operation issued in the
+// measurement is waited for and counted: time runs from the first start to the last
+// completion, so no byte is left out and none counted twice.
+absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
+                                         const std::vector<int>& payload_ids,
+                                         const std::vector<uint64_t>& payload_bytes);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_RUNNER_H_

@@ -1,0 +1,181 @@
+#include "bench/scenario.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "payloads/size.h"
+
+namespace psbench {
+
+absl::string_view BenchmarkName(Benchmark b) {
+  switch (b) {
+    case Benchmark::kLatency: return "latency";
+    case Benchmark::kBandwidth: return "bandwidth";
+    case Benchmark::kThroughput: return "throughput";
+  }
+  return "?";
+}
+
+absl::StatusOr<Benchmark> ParseBenchmark(absl::string_view text) {
+  if (text == "latency") return Benchmark::kLatency;
+  if (text == "bandwidth") return Benchmark::kBandwidth;
+  if (text == "throughput") return Benchmark::kThroughput;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--benchmark=", text, " is not a benchmark; use latency, bandwidth or throughput"));
+}
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--sizes=", text, ": ", why));
+  };
+  if (parts.size() != 2) return bad("expected MIN:MAX, e.g. 1:4M");
+  auto lo = ParseSize(parts[0]);
+  if (!lo.ok()) return bad(lo.status().message());
+  auto hi = ParseSize(parts[1]);
+  if (!hi.ok()) return bad(hi.status().message());
+  if (*lo < 1) return bad("MIN must be at least 1 byte");
+  if (*hi < *lo) return bad("MAX is below MIN");
+  if (*hi > 1024 * kMiB) return bad("MAX is above 1GiB");
+  return std::make_pair(*lo, *hi);
+}
+
+absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
+  std::vector<PayloadPlan> plans;
+  if (sweep) {
+    for (uint64_t size = sweep->first;; size *= 2) {
+      plans.push_back(SingleBufferPlan(std::min(size, sweep->second)));
+      if (size >= sweep->second) break;
+    }
+    return plans;
+  }
+  auto plan = ResolvePlan(payload);
+  if (!plan.ok()) return plan.status();
+  plans.push_back(*std::move(plan));
+  return plans;
+}
+
+absl::Status ValidateScenario(const Scenario& s) {
+  if (!s.sweep) {
+    if (absl::Status st = ValidateSpec(s.payload); !st.ok()) return st;
+  }
+  if (s.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup must be >= 0");
+  if (s.warmup_iterations < 0) {
+    return absl::InvalidArgumentError("--warmup-iterations must be >= 0");
+  }
+  if (s.iterations < 0) return absl::InvalidArgumentError("--iterations must be >= 0");
+  if (s.iterations == 0 && s.duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--duration must be positive (or give --iterations)");
+  }
+  if (s.window < 1 || s.window > 4096) {
+    return absl::InvalidArgumentError("--window must be in [1, 4096]");
+  }
+  if (s.outstanding < 1 || s.outstanding > 4096) {
+    return absl::InvalidArgumentError("--outstanding must be in [1, 4096]");
+  }
+  if (s.num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
+  if (s.worker_index < 0 || s.worker_index >= s.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--worker-index=", s.worker_index,
+                                                   " must be in [0, --num-workers)"));
+  }
+  if (s.benchmark != Benchmark::kThroughput && s.ps.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--benchmark=", BenchmarkName(s.benchmark),
+        " is point-to-point and takes one PS; use --benchmark=throughput for several"));
+  }
+  if (s.connect_timeout <= absl::ZeroDuration() || s.rpc_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--connect-timeout and --rpc-timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+std::string CategoryList(const std::vector<Category>& cats) {
+  std::string out;
+  for (Category c : cats) {
+    if (!out.empty()) out += ',';
+    out += CategoryLetter(c);
+  }
+  return out;
+}
+}  // namespace
+
+nlohmann::json ScenarioToJson(const Scenario& s) {
+  nlohmann::json j = {
+      {"benchmark", BenchmarkName(s.benchmark)},
+      {"transport", s.transport},
+      {"mode", WireModeName(s.mode)},
+      {"scheme", SchemeName(s.payload.scheme)},
+      {"categories", CategoryList(s.payload.categories)},
+      {"small", s.payload.small_bytes},
+      {"medium", s.payload.medium_bytes},
+      {"large", s.payload.large_bytes},
+      {"buffers", s.payload.buffers},
+      {"skew_bias", CategoryName(s.payload.skew_bias)},
+      {"seed", s.payload.seed},
+      {"trace", s.payload.trace_path},
+      {"warmup_s", absl::ToDoubleSeconds(s.warmup)},
+      {"warmup_iterations", s.warmup_iterations},
+      {"duration_s", absl::ToDoubleSeconds(s.duration)},
+      {"iterations", s.iterations},
+      {"window", s.window},
+      {"outstanding", s.outstanding},
+      {"validate", s.validate},
+      {"ps", s.ps},
+      {"num_workers", s.num_workers},
+      {"worker_index", s.worker_index},
+      {"run_id", s.run_id},
+      {"connect_timeout_s", absl::ToDoubleSeconds(s.connect_timeout)},
+      {"rpc_timeout_s", absl::ToDoubleSeconds(s.rpc_timeout)},
+  };
+  if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
+  return j;
+}
+
+absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
+  try {
+    Scenario s;
+    auto bench = ParseBenchmark(j.at("benchmark").get<std::string>());
+    if (!bench.ok()) return bench.status();
+    s.benchmark = *bench;
+    s.transport = j.at("transport").get<std::string>();
+    auto mode = ParseWireMode(j.at("mode").get<std::string>());
+    if (!mode.ok()) return mode.status();
+    s.mode = *mode;
+    auto scheme = ParseScheme(j.at("scheme").get<std::string>());
+    if (!scheme.ok()) return scheme.status();
+    s.payload.scheme = *scheme;
+    auto cats = ParseCategories(j.at("categories").get<std::string>());
+    if (!cats.ok()) return cats.status();
+    s.payload.categories = *cats;
+    s.payload.small_bytes = j.at("small").get<uint64_t>();
+    s.payload.medium_bytes = j.at("medium").get<uint64_t>();
+    s.payload.large_bytes = j.at("large").get<uint64_t>();
+    s.payload.buffers = j.at("buffers").get<int>();
+    auto bias = ParseCategory(j.at("skew_bias").get<std::string>());
+    if (!bias.ok()) return bias.status();
+    s.payload.skew_bias = *bias;
+    s.payload.seed = j.at("seed").get<uint64_t>();
+    s.payload.trace_path = j.at("trace").get<std::string>();
+    s.warmup = absl::Seconds(j.at("warmup_s").get<double>());
+    s.warmup_iterations = j.at("warmup_iterations").get<int64_t>();
+    s.duration = absl::Seconds(j.at("duration_s").get<double>());
+    s.iterations = j.at("iterations").get<int64_t>();
+    s.window = j.at("window").get<int>();
+    s.outstanding = j.at("outstanding").get<int>();
+    s.validate = j.at("validate").get<bool>();
+    s.ps = j.at("ps").get<std::vector<std::string>>();
+    s.num_workers = j.at("num_workers").get<int>();
+    s.worker_index = j.at("worker_index").get<int>();
+    s.run_id = j.at("run_id").get<std::string>();
+    s.connect_timeout = absl::Seconds(j.at("connect_timeout_s").get<double>());
+    s.rpc_timeout = absl::Seconds(j.at("rpc_timeout_s").get<double>());
+    if (j.contains("sizes")) {
+      s.sweep = std::make_pair(j["sizes"].at(0).get<uint64_t>(), j["sizes"].at(1).get<uint64_t>());
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("scenario: ", e.what()));
+  }
+}
+
+}  // namespace psbench

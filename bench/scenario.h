@@ -1,0 +1,68 @@
+// A scenario: everything that defines one benchmark run, from flags or a JSON file. The driver
+// resolves flags once and hands workers the same scenario as JSON, so every process of a run
+// measures exactly the same thing.
+#ifndef PSBENCH_BENCH_SCENARIO_H_
+#define PSBENCH_BENCH_SCENARIO_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "payloads/spec.h"
+#include "transports/transport.h"
+
+namespace psbench {
+
+enum class Benchmark { kLatency, kBandwidth, kThroughput };
+absl::string_view BenchmarkName(Benchmark b);
+absl::StatusOr<Benchmark> ParseBenchmark(absl::string_view text);
+
+struct Scenario {
+  Benchmark benchmark = Benchmark::kLatency;
+  std::string transport = "grpc";
+  WireMode mode = WireMode::kNonSerialized;
+  PayloadSpec payload;
+  // --sizes=MIN:MAX: one single-buffer payload per size, doubling from MIN to MAX.
+  std::optional<std::pair<uint64_t, uint64_t>> sweep;
+
+  // Warm-up and measurement: by time, or by operation count when the count is > 0.
+  absl::Duration warmup = absl::Seconds(2);
+  int64_t warmup_iterations = 0;
+  absl::Duration duration = absl::Seconds(10);
+  int64_t iterations = 0;
+
+  int window = 16;      // bandwidth: payloads outstanding
+  int outstanding = 8;  // throughput: payloads outstanding per PS
+  bool validate = false;
+
+  // Where the PS are, and this worker's place among the workers (for the start barrier).
+  std::vector<std::string> ps;
+  int num_workers = 1;
+  int worker_index = 0;
+  std::string run_id;
+
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration rpc_timeout = absl::Seconds(60);
+
+  // The payload plans this scenario measures, one result row each.
+  absl::StatusOr<std::vector<PayloadPlan>> Plans() const;
+};
+
+// Cross-field checks; errors name the flag ("--window must be at least 1").
+absl::Status ValidateScenario(const Scenario& s);
+
+// Parses "MIN:MAX" (sizes as ParseSize), MIN <= MAX, both >= 1.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text);
+
+nlohmann::json ScenarioToJson(const Scenario& s);
+absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_SCENARIO_H_

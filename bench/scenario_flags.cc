@@ -1,0 +1,103 @@
+#include "bench/scenario_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "payloads/size.h"
+
+ABSL_FLAG(std::string, benchmark, "latency", "latency | bandwidth | throughput");
+ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
+ABSL_FLAG(std::string, mode, "non-serialized",
+          "non-serialized (raw gRPC byte buffers, zero-copy) | serialized (protobuf)");
+ABSL_FLAG(std::string, scheme, "uniform", "payload scheme: uniform | random | skew | trace");
+ABSL_FLAG(std::string, categories, "S,M,L", "buffer categories used, any subset in any order");
+ABSL_FLAG(psbench::ByteSize, small, psbench::ByteSize{10}, "Small buffer size, [1B, 1KiB)");
+ABSL_FLAG(psbench::ByteSize, medium, psbench::ByteSize{10 * 1024},
+          "Medium buffer size, [1KiB, 1MiB)");
+ABSL_FLAG(psbench::ByteSize, large, psbench::ByteSize{1024 * 1024},
+          "Large buffer size, [1MiB, 10MiB]");
+ABSL_FLAG(int, buffers, 10, "iovec buffers per payload");
+ABSL_FLAG(std::string, skew_bias, "large", "skew: category with the 60 % share: large | medium | small");
+ABSL_FLAG(uint64_t, seed, psbench::kDefaultSeed, "seed for the random scheme and payload bytes");
+ABSL_FLAG(std::string, trace, "", "trace file (JSON) for --scheme=trace");
+ABSL_FLAG(std::string, sizes, "", "MIN:MAX: sweep one-buffer payloads, doubling (e.g. 1:4M)");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2), "warm-up time");
+ABSL_FLAG(int64_t, warmup_iterations, 0, "warm-up by operation count instead of time");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measurement time");
+ABSL_FLAG(int64_t, iterations, 0,
+          "measure this many operations (per PS) instead of --duration");
+ABSL_FLAG(int, window, 16, "bandwidth: payloads outstanding");
+ABSL_FLAG(int, outstanding, 8, "throughput: payloads outstanding per PS");
+ABSL_FLAG(bool, validate, false, "checksum every buffer end to end; fail on a mismatch");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
+ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
+
+namespace psbench {
+
+absl::StatusOr<Scenario> ScenarioFromFlags() {
+  Scenario s;
+  auto bench = ParseBenchmark(absl::GetFlag(FLAGS_benchmark));
+  if (!bench.ok()) return bench.status();
+  s.benchmark = *bench;
+  s.transport = absl::GetFlag(FLAGS_transport);
+  bool known = false;
+  for (const auto& t : TransportNames()) known |= t == s.transport;
+  if (!known) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport=", s.transport, " is not a transport; available: grpc"));
+  }
+  auto mode = ParseWireMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  s.mode = *mode;
+
+  auto scheme = ParseScheme(absl::GetFlag(FLAGS_scheme));
+  if (!scheme.ok()) return scheme.status();
+  s.payload.scheme = *scheme;
+  auto cats = ParseCategories(absl::GetFlag(FLAGS_categories));
+  if (!cats.ok()) return cats.status();
+  s.payload.categories = *cats;
+  s.payload.small_bytes = absl::GetFlag(FLAGS_small).bytes;
+  s.payload.medium_bytes = absl::GetFlag(FLAGS_medium).bytes;
+  s.payload.large_bytes = absl::GetFlag(FLAGS_large).bytes;
+  s.payload.buffers = absl::GetFlag(FLAGS_buffers);
+  auto bias = ParseCategory(absl::GetFlag(FLAGS_skew_bias));
+  if (!bias.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--skew-bias=", absl::GetFlag(FLAGS_skew_bias), " is not a category; use large, medium or small"));
+  }
+  s.payload.skew_bias = *bias;
+  s.payload.seed = absl::GetFlag(FLAGS_seed);
+  s.payload.trace_path = absl::GetFlag(FLAGS_trace);
+
+  if (std::string sizes = absl::GetFlag(FLAGS_sizes); !sizes.empty()) {
+    auto sweep = ParseSweep(sizes);
+    if (!sweep.ok()) return sweep.status();
+    s.sweep = *sweep;
+    for (const char* f : {"scheme", "categories", "small", "medium", "large", "buffers",
+                          "skew-bias", "trace"}) {
+      if (FlagWasSet(f)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--sizes sweeps single-buffer payloads and cannot be combined with --", f));
+      }
+    }
+  }
+  s.warmup = absl::GetFlag(FLAGS_warmup);
+  s.warmup_iterations = absl::GetFlag(FLAGS_warmup_iterations);
+  s.duration = absl::GetFlag(FLAGS_duration);
+  s.iterations = absl::GetFlag(FLAGS_iterations);
+  if (FlagWasSet("iterations") && FlagWasSet("duration")) {
+    return absl::InvalidArgumentError("give --duration or --iterations, not both");
+  }
+  if (FlagWasSet("iterations") && s.iterations < 1) {
+    return absl::InvalidArgumentError("--iterations must be at least 1");
+  }
+  s.window = absl::GetFlag(FLAGS_window);
+  s.outstanding = absl::GetFlag(FLAGS_outstanding);
+  s.validate = absl::GetFlag(FLAGS_validate);
+  s.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  s.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
+  if (absl::Status st = ValidateScenario(s); !st.ok()) return st;
+  return s;
+}
+
+}  // namespace psbench

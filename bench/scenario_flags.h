@@ -1,0 +1,16 @@
+// The scenario flags shared by psbench-worker and `psbench run` (same options on both sides,
+// as perftest does).
+#ifndef PSBENCH_BENCH_SCENARIO_FLAGS_H_
+#define PSBENCH_BENCH_SCENARIO_FLAGS_H_
+
+#include "absl/status/statusor.h"
+#include "bench/scenario.h"
+
+namespace psbench {
+
+// Builds a scenario from the flags and validates it (without reading trace files).
+absl::StatusOr<Scenario> ScenarioFromFlags();
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_SCENARIO_FLAGS_H_

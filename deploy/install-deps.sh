@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package psbench needs to build, run and test.
+# Idempotent; run as root (or via sudo). Nothing is fetched outside apt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libgrpc++-dev libgrpc-dev protobuf-compiler-grpc
+  libprotobuf-dev protobuf-compiler
+  libabsl-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
+  libgtest-dev libgmock-dev
+  procps iproute2 python3
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

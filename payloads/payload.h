@@ -1,0 +1,70 @@
+// Payload: the bytes of one planned payload, as an iovec list over aligned storage, filled
+// with seeded pseudo-random bytes, with a checksum per buffer for end-to-end validation.
+#ifndef PSBENCH_PAYLOADS_PAYLOAD_H_
+#define PSBENCH_PAYLOADS_PAYLOAD_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace psbench {
+
+// XXH3-64 of a byte range.
+uint64_t Checksum(std::span<const std::byte> bytes);
+
+// Incremental XXH3-64, for a buffer that arrives in fragments. Same result as Checksum().
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+  void Reset();
+  void Update(std::span<const std::byte> bytes);
+  uint64_t Digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+class Payload {
+ public:
+  // Allocates one arena holding every buffer (each 64-byte aligned, 4 KiB aligned from
+  // 4 KiB up, like separately allocated tensors), fills it from `seed` and checksums it.
+  Payload(std::span<const uint64_t> sizes, uint64_t seed);
+  ~Payload();
+  Payload(const Payload&) = delete;
+  Payload& operator=(const Payload&) = delete;
+
+  size_t num_buffers() const { return iov_.size(); }
+  const std::vector<iovec>& iov() const { return iov_; }
+  std::span<const std::byte> buffer(size_t i) const {
+    return {static_cast<const std::byte*>(iov_[i].iov_base), iov_[i].iov_len};
+  }
+  std::span<std::byte> mutable_buffer(size_t i) {
+    return {static_cast<std::byte*>(iov_[i].iov_base), iov_[i].iov_len};
+  }
+  uint64_t checksum(size_t i) const { return checksums_[i]; }
+  const std::vector<uint64_t>& checksums() const { return checksums_; }
+  const std::vector<uint64_t>& sizes() const { return sizes_; }
+  uint64_t total_bytes() const { return total_bytes_; }
+  // The whole arena (for transports that register memory once, e.g. RDMA).
+  std::span<std::byte> arena() { return {arena_, arena_bytes_}; }
+
+ private:
+  std::byte* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::vector<iovec> iov_;
+  std::vector<uint64_t> sizes_;
+  std::vector<uint64_t> checksums_;
+  uint64_t total_bytes_ = 0;
+};
+
+}  // namespace psbench
+
+#endif  // PSBENCH_PAYLOADS_PAYLOAD_H_

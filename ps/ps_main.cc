@@ -1,0 +1,93 @@
+// psbench-ps: a parameter server. Hosts the transport's data plane (echo, acknowledge) and the
+// gRPC control plane until SIGTERM or SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "bench/sysinfo.h"
+#include "transports/transport.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loopback only)");
+ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
+ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
+ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
+ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");
+
+namespace psbench {
+namespace {
+
+constexpr char kProgram[] = "psbench-ps";
+constexpr char kUsage[] =
+    "psbench-ps [--host=0.0.0.0] [--port=0] [--transport=grpc] [--threads=1] [--cpu=LIST]\n"
+    "A parameter server for psbench workers. Prints 'psbench-ps listening on HOST:PORT' once\n"
+    "it serves, and runs until SIGTERM or SIGINT.";
+
+int Main(int argc, char** argv) {
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"ps/"});
+  if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
+  int port = absl::GetFlag(FLAGS_port);
+  if (port < 0 || port > 65535) {
+    Die(kProgram, absl::StrCat("--port=", port, " is not a port (0-65535)"), kExitUsage);
+  }
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 1 || threads > 256) Die(kProgram, "--threads must be in [1, 256]", kExitUsage);
+  if (std::string cpu = absl::GetFlag(FLAGS_cpu); !cpu.empty()) {
+    if (absl::Status s = PinProcess(cpu); !s.ok()) Die(kProgram, s, kExitUsage);
+  }
+  // Signals are taken by a dedicated thread; every other thread (gRPC's included) has them
+  // blocked, so shutdown happens in ordinary code, not in a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto start = std::chrono::steady_clock::now();
+  ServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = port;
+  options.threads = threads;
+  options.describe_process = [start] {
+    ServerInfo info;
+    CpuTimes cpu = ProcessCpuTimes();
+    info.host = HostName();
+    info.pid = getpid();
+    info.version = PsbenchVersion();
+    info.cpu_user_s = cpu.user_s;
+    info.cpu_system_s = cpu.system_s;
+    info.cpu_affinity = CurrentAffinity();
+    info.last_cpu = LastCpu();
+    info.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return info;
+  };
+  auto server = MakeServer(absl::GetFlag(FLAGS_transport), options);
+  if (!server.ok()) Die(kProgram, server.status(), kExitUsage);
+  auto bound = (*server)->Start();
+  if (!bound.ok()) Die(kProgram, bound.status(), kExitUsage);
+  std::printf("psbench-ps listening on %s:%d transport=%s pid=%d cpus=%s\n",
+              options.host.c_str(), *bound, absl::GetFlag(FLAGS_transport).c_str(), getpid(),
+              CurrentAffinity().c_str());
+  std::fflush(stdout);
+
+  std::thread waiter([&signals, s = server->get()] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    s->Shutdown();
+  });
+  (*server)->Wait();
+  // Wake the signal thread if shutdown came from elsewhere; then leave.
+  kill(getpid(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+}  // namespace
+}  // namespace psbench
+
+int main(int argc, char** argv) { return psbench::Main(argc, argv); }

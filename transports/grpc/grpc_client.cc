@@ -1,0 +1,345 @@
+// Worker side of the gRPC transport: one channel per PS, one completion queue polled by the
+// calling thread (no thread hop between the network and the benchmark loop).
+#include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+
+#include <cstdlib>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "payloads/size.h"
+#include "psbench.grpc.pb.h"
+#include "transports/grpc/grpc_transport.h"
+#include "transports/grpc/raw_format.h"
+
+namespace psbench::grpc_transport {
+
+grpc::ChannelArguments PsbenchChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   PsbenchChannelArguments());
+}
+
+namespace {
+
+void DropGrpcLog(gpr_log_func_args*) {}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
+                                 static_cast<int>(s.error_code()), ")");
+  switch (s.error_code()) {
+    case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
+    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
+    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    default: return absl::InternalError(msg);
+  }
+}
+
+struct Server {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<grpc::GenericStub> raw;
+  std::unique_ptr<wire::PsData::Stub> data;
+  std::unique_ptr<wire::PsControl::Stub> control;
+};
+
+// A registered payload: its header (non-serialized) is built once, not per call.
+struct Registered {
+  const Payload* payload;
+  std::string header;
+};
+
+// One RPC in flight. Allocated per call because gRPC contexts cannot be reused.
+struct Call {
+  uint64_t tag;
+  Op op;
+  size_t server;
+  const Registered* reg;
+  grpc::ClientContext context;
+  grpc::Status status;
+  // Non-serialized.
+  grpc::ByteBuffer response;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> raw_reader;
+  // Serialized.
+  wire::PayloadMessage echo_reply;
+  wire::AckMessage ack_reply;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<wire::PayloadMessage>> echo_reader;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<wire::AckMessage>> push_reader;
+};
+
+class GrpcClient final : public Client {
+ public:
+  explicit GrpcClient(const ClientOptions& options) : options_(options) {
+    for (const auto& address : options.servers) {
+      Server s;
+      s.address = address;
+      s.channel = MakeChannel(address);
+      s.raw = std::make_unique<grpc::GenericStub>(s.channel);
+      s.data = wire::PsData::NewStub(s.channel);
+      s.control = wire::PsControl::NewStub(s.channel);
+      servers_.push_back(std::move(s));
+    }
+  }
+
+  ~GrpcClient() override {
+    // Cancel what is still in flight and drain the queue before the payloads' owners go away.
+    for (Call* c : in_flight_) c->context.TryCancel();
+    while (!in_flight_.empty()) {
+      void* tag;
+      bool ok;
+      if (!cq_.Next(&tag, &ok)) break;
+      Call* call = static_cast<Call*>(tag);
+      std::erase(in_flight_, call);
+      delete call;
+    }
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  absl::Status Connect() override {
+    absl::Time deadline = absl::Now() + options_.connect_timeout;
+    for (auto& s : servers_) {
+      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot reach PS ", s.address, " within ",
+            absl::FormatDuration(options_.connect_timeout),
+            " (is psbench-ps running there, and is the address right?)"));
+      }
+    }
+    // A connection alone could be any gRPC server: ask each PS who it is.
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      auto info = GetInfo(i);
+      if (!info.ok()) return info.status();
+    }
+    return absl::OkStatus();
+  }
+
+  size_t num_servers() const override { return servers_.size(); }
+  const std::string& server_address(size_t i) const override { return servers_[i].address; }
+
+  absl::StatusOr<int> Register(const Payload& payload) override {
+    // gRPC carries at most 2^31-1 bytes in one message, headers included.
+    if (payload.total_bytes() + 16 * payload.num_buffers() + 1024 > 0x7fffffffull) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "payload of ", payload.total_bytes(),
+          " bytes exceeds gRPC's 2 GiB message limit; use fewer or smaller buffers"));
+    }
+    auto reg = std::make_unique<Registered>();
+    reg->payload = &payload;
+    reg->header = EncodePayloadHeader(payload.sizes(),
+                                      options_.validate ? &payload.checksums() : nullptr);
+    registered_.push_back(std::move(reg));
+    return static_cast<int>(registered_.size() - 1);
+  }
+
+  void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    auto* call = new Call;
+    call->tag = tag;
+    call->op = op;
+    call->server = server;
+    call->reg = registered_[payload].get();
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    in_flight_.push_back(call);
+    Server& s = servers_[server];
+    const Payload& p = *call->reg->payload;
+    if (options_.mode == WireMode::kNonSerialized) {
+      // One slice for the header, then one slice per buffer that points at the payload's
+      // own memory: gRPC sends from it without copying it first.
+      std::vector<grpc::Slice> slices;
+      slices.reserve(p.num_buffers() + 1);
+      slices.emplace_back(call->reg->header.data(), call->reg->header.size(),
+                          grpc::Slice::STATIC_SLICE);
+      for (const iovec& v : p.iov()) {
+        slices.emplace_back(v.iov_base, v.iov_len, grpc::Slice::STATIC_SLICE);
+      }
+      grpc::ByteBuffer request(slices.data(), slices.size());
+      call->raw_reader = s.raw->PrepareUnaryCall(
+          &call->context, op == Op::kEcho ? kRawEchoMethod : kRawPushMethod, request, &cq_);
+      call->raw_reader->StartCall();
+      call->raw_reader->Finish(&call->response, &call->status, call);
+      return;
+    }
+    // Serialized: building the message copies every buffer, as serializing tensors does.
+    wire::PayloadMessage request;
+    for (size_t i = 0; i < p.num_buffers(); ++i) {
+      auto b = p.buffer(i);
+      request.add_buffers(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+    if (options_.validate) {
+      for (uint64_t c : p.checksums()) request.add_checksums(c);
+    }
+    if (op == Op::kEcho) {
+      call->echo_reader = s.data->PrepareAsyncEcho(&call->context, request, &cq_);
+      call->echo_reader->StartCall();
+      call->echo_reader->Finish(&call->echo_reply, &call->status, call);
+    } else {
+      call->push_reader = s.data->PrepareAsyncPush(&call->context, request, &cq_);
+      call->push_reader->StartCall();
+      call->push_reader->Finish(&call->ack_reply, &call->status, call);
+    }
+  }
+
+  absl::StatusOr<Completion> Next(absl::Time deadline) override {
+    void* tag;
+    bool ok;
+    switch (cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline))) {
+      case grpc::CompletionQueue::TIMEOUT:
+        return absl::DeadlineExceededError("no operation finished in time");
+      case grpc::CompletionQueue::SHUTDOWN:
+        return absl::InternalError("completion queue shut down");
+      case grpc::CompletionQueue::GOT_EVENT:
+        break;
+    }
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    std::erase(in_flight_, call.get());
+    Completion done;
+    done.tag = call->tag;
+    done.status = Check(*call);
+    return done;
+  }
+
+  absl::StatusOr<ServerInfo> GetInfo(size_t server) override {
+    Server& s = servers_[server];
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    wire::ServerInfo reply;
+    grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(s.address, " answers gRPC but is not a psbench PS"));
+      }
+      return FromGrpc(status, s.address);
+    }
+    wire::ServerInfo& r = reply;
+    ::psbench::ServerInfo out;
+    out.address = s.address;
+    out.host = r.host();
+    out.pid = r.pid();
+    out.version = r.version();
+    out.grpc_version = r.grpc_version();
+    out.transport = r.transport();
+    out.cpu_user_s = r.cpu_user_s();
+    out.cpu_system_s = r.cpu_system_s();
+    out.cpu_affinity = r.cpu_affinity();
+    out.last_cpu = r.last_cpu();
+    out.rpcs_served = r.rpcs_served();
+    out.bytes_received = r.bytes_received();
+    out.wall_s = r.wall_s();
+    return out;
+  }
+
+  absl::Status Barrier(const std::string& name, int parties, absl::Time deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    wire::BarrierRequest request;
+    request.set_name(name);
+    request.set_parties(parties);
+    wire::BarrierReply reply;
+    grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only some of the ", parties, " workers reached barrier '", name, "' on PS ",
+          servers_[0].address, " in time"));
+    }
+    return FromGrpc(status, servers_[0].address);
+  }
+
+ private:
+  // Checks that everything sent arrived whole, and with --validate, byte for byte.
+  absl::Status Check(Call& call) {
+    const std::string& address = servers_[call.server].address;
+    if (!call.status.ok()) return FromGrpc(call.status, address);
+    const Payload& p = *call.reg->payload;
+    absl::Status s;
+    if (options_.mode == WireMode::kNonSerialized) {
+      if (call.op == Op::kEcho) {
+        SliceReader reader(call.response);
+        auto header = ReadPayloadHeader(reader);
+        if (!header.ok()) {
+          s = header.status();
+        } else if (header->sizes != p.sizes()) {
+          s = absl::DataLossError("echo came back with different buffer sizes");
+        } else {
+          std::vector<uint64_t> got;
+          s = ReadBuffers(reader, *header, options_.validate ? &got : nullptr);
+          if (s.ok() && options_.validate) s = CompareChecksums(p.checksums(), got, p.sizes());
+        }
+      } else {
+        auto ack = DecodeAck(call.response);
+        if (!ack.ok()) {
+          s = ack.status();
+        } else if (ack->bytes_received != p.total_bytes()) {
+          s = absl::DataLossError(absl::StrFormat("PS received %u of %u bytes",
+                                                  ack->bytes_received, p.total_bytes()));
+        } else if (options_.validate) {
+          s = CompareChecksums(p.checksums(), ack->checksums, p.sizes());
+        }
+      }
+    } else if (call.op == Op::kEcho) {
+      const auto& reply = call.echo_reply;
+      if (static_cast<size_t>(reply.buffers_size()) != p.num_buffers()) {
+        s = absl::DataLossError(absl::StrFormat("echo came back with %d of %u buffers",
+                                                reply.buffers_size(), p.num_buffers()));
+      } else {
+        std::vector<uint64_t> got;
+        for (size_t i = 0; i < p.num_buffers() && s.ok(); ++i) {
+          const std::string& b = reply.buffers(static_cast<int>(i));
+          if (b.size() != p.sizes()[i]) {
+            s = absl::DataLossError(absl::StrFormat("echoed buffer %u has %u bytes, sent %u",
+                                                    i + 1, b.size(), p.sizes()[i]));
+          } else if (options_.validate) {
+            got.push_back(Checksum(std::as_bytes(std::span(b.data(), b.size()))));
+          }
+        }
+        if (s.ok() && options_.validate) s = CompareChecksums(p.checksums(), got, p.sizes());
+      }
+    } else {
+      const auto& ack = call.ack_reply;
+      if (ack.bytes_received() != p.total_bytes()) {
+        s = absl::DataLossError(absl::StrFormat("PS received %u of %u bytes",
+                                                ack.bytes_received(), p.total_bytes()));
+      } else if (options_.validate) {
+        std::vector<uint64_t> got(ack.checksums().begin(), ack.checksums().end());
+        s = CompareChecksums(p.checksums(), got, p.sizes());
+      }
+    }
+    if (!s.ok()) return absl::DataLossError(absl::StrCat("PS ", address, ": ", s.message()));
+    return s;
+  }
+
+  ClientOptions options_;
+  std::vector<Server> servers_;
+  std::vector<std::unique_ptr<Registered>> registered_;
+  grpc::CompletionQueue cq_;
+  std::vector<Call*> in_flight_;
+};
+
+}  // namespace
+
+void QuietGrpcLogging() {
+  if (std::getenv("PSBENCH_GRPC_LOG") == nullptr) gpr_set_log_function(DropGrpcLog);
+}
+
+std::unique_ptr<Client> NewGrpcClient(const ClientOptions& options) {
+  return std::make_unique<GrpcClient>(options);
+}
+
+}  // namespace psbench::grpc_transport

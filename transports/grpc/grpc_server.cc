@@ -1,0 +1,455 @@
+// PS side of the gRPC transport: an async server whose completion-queue threads serve the raw
+// (non-serialized) methods through the generic service, the serialized methods through the
+// generated async service, and the control plane. Everything runs on the same few threads,
+// so no call hops between thread pools.
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/server_builder.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "payloads/payload.h"
+#include "psbench.grpc.pb.h"
+#include "transports/grpc/grpc_transport.h"
+#include "transports/grpc/raw_format.h"
+
+namespace psbench::grpc_transport {
+namespace {
+
+struct Counters {
+  std::atomic<uint64_t> rpcs{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+class GrpcServer;
+
+// Each call is a small state machine driven by its completion-queue events.
+class CallData {
+ public:
+  virtual ~CallData() = default;
+  virtual void Proceed(bool ok) = 0;
+};
+
+// Non-serialized Echo and Push, received as raw byte buffers without protobuf.
+class RawCall final : public CallData {
+ public:
+  RawCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq,
+          Counters* counters)
+      : service_(service), cq_(cq), counters_(counters), stream_(&context_) {
+    service_->RequestCall(&context_, &stream_, cq_, cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    switch (state_) {
+      case kRequested:
+        if (!ok) {  // server shutting down
+          delete this;
+          return;
+        }
+        new RawCall(service_, cq_, counters_);
+        state_ = kReading;
+        stream_.Read(&request_, this);
+        return;
+      case kReading:
+        if (!ok) {  // the worker went away before sending
+          state_ = kFinishing;
+          stream_.Finish(grpc::Status::CANCELLED, this);
+          return;
+        }
+        Respond();
+        return;
+      case kFinishing:
+        delete this;
+        return;
+    }
+  }
+
+ private:
+  void Respond() {
+    state_ = kFinishing;
+    const std::string& method = context_.method();
+    bool echo = method == kRawEchoMethod;
+    if (!echo && method != kRawPushMethod) {
+      stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method " + method),
+                     this);
+      return;
+    }
+    SliceReader reader(request_);
+    auto header = ReadPayloadHeader(reader);
+    absl::Status status = header.status();
+    std::vector<uint64_t> checksums;
+    bool validate = header.ok() && (header->flags & kFlagValidate);
+    if (status.ok()) status = ReadBuffers(reader, *header, validate ? &checksums : nullptr);
+    if (status.ok() && validate) {
+      status = CompareChecksums(header->checksums, checksums, header->sizes);
+    }
+    if (!status.ok()) {
+      stream_.Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                                  absl::StrCat("PS: ", status.message())),
+                     this);
+      return;
+    }
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(header->payload_bytes(), std::memory_order_relaxed);
+    if (echo) {
+      // The reply is the request's own slices: nothing is copied.
+      stream_.WriteAndFinish(request_, grpc::WriteOptions(), grpc::Status::OK, this);
+    } else {
+      std::string ack = EncodeAck(header->payload_bytes(), checksums);
+      grpc::Slice slice(ack);
+      response_ = grpc::ByteBuffer(&slice, 1);
+      stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+    }
+  }
+
+  enum State { kRequested, kReading, kFinishing };
+  grpc::AsyncGenericService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Counters* counters_;
+  grpc::GenericServerContext context_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  State state_ = kRequested;
+};
+
+// Checks a serialized payload's buffers against the checksums the worker sent, if any.
+absl::Status VerifyMessage(const wire::PayloadMessage& m, std::vector<uint64_t>* computed,
+                           uint64_t* bytes) {
+  *bytes = 0;
+  std::vector<uint64_t> sizes;
+  for (const std::string& b : m.buffers()) {
+    *bytes += b.size();
+    sizes.push_back(b.size());
+  }
+  if (m.checksums_size() == 0) return absl::OkStatus();
+  if (m.checksums_size() != m.buffers_size()) {
+    return absl::DataLossError("checksum count differs from buffer count");
+  }
+  for (const std::string& b : m.buffers()) {
+    computed->push_back(Checksum(std::as_bytes(std::span(b.data(), b.size()))));
+  }
+  std::vector<uint64_t> sent(m.checksums().begin(), m.checksums().end());
+  return CompareChecksums(sent, *computed, sizes);
+}
+
+class SerializedEchoCall final : public CallData {
+ public:
+  SerializedEchoCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
+                     Counters* counters)
+      : service_(service), cq_(cq), counters_(counters), responder_(&context_) {
+    service_->RequestEcho(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new SerializedEchoCall(service_, cq_, counters_);
+    done_ = true;
+    std::vector<uint64_t> computed;
+    uint64_t bytes;
+    absl::Status s = VerifyMessage(request_, &computed, &bytes);
+    if (!s.ok()) {
+      responder_.FinishWithError(
+          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
+      return;
+    }
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    responder_.Finish(request_, grpc::Status::OK, this);
+  }
+
+ private:
+  wire::PsData::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Counters* counters_;
+  grpc::ServerContext context_;
+  wire::PayloadMessage request_;
+  grpc::ServerAsyncResponseWriter<wire::PayloadMessage> responder_;
+  bool done_ = false;
+};
+
+class SerializedPushCall final : public CallData {
+ public:
+  SerializedPushCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
+                     Counters* counters)
+      : service_(service), cq_(cq), counters_(counters), responder_(&context_) {
+    service_->RequestPush(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new SerializedPushCall(service_, cq_, counters_);
+    done_ = true;
+    std::vector<uint64_t> computed;
+    uint64_t bytes;
+    absl::Status s = VerifyMessage(request_, &computed, &bytes);
+    if (!s.ok()) {
+      responder_.FinishWithError(
+          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
+      return;
+    }
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    reply_.set_bytes_received(bytes);
+    for (uint64_t c : computed) reply_.add_checksums(c);
+    responder_.Finish(reply_, grpc::Status::OK, this);
+  }
+
+ private:
+  wire::PsData::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Counters* counters_;
+  grpc::ServerContext context_;
+  wire::PayloadMessage request_;
+  wire::AckMessage reply_;
+  grpc::ServerAsyncResponseWriter<wire::AckMessage> responder_;
+  bool done_ = false;
+};
+
+class InfoCall final : public CallData {
+ public:
+  InfoCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
+           const ServerOptions* options, Counters* counters)
+      : service_(service), cq_(cq), options_(options), counters_(counters),
+        responder_(&context_) {
+    service_->RequestGetInfo(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new InfoCall(service_, cq_, options_, counters_);
+    done_ = true;
+    ::psbench::ServerInfo info;
+    if (options_->describe_process) info = options_->describe_process();
+    reply_.set_host(info.host);
+    reply_.set_pid(info.pid);
+    reply_.set_version(info.version);
+    reply_.set_grpc_version(grpc::Version());
+    reply_.set_transport("grpc");
+    reply_.set_cpu_user_s(info.cpu_user_s);
+    reply_.set_cpu_system_s(info.cpu_system_s);
+    reply_.set_cpu_affinity(info.cpu_affinity);
+    reply_.set_last_cpu(info.last_cpu);
+    reply_.set_wall_s(info.wall_s);
+    reply_.set_rpcs_served(counters_->rpcs.load());
+    reply_.set_bytes_received(counters_->bytes.load());
+    responder_.Finish(reply_, grpc::Status::OK, this);
+  }
+
+ private:
+  wire::PsControl::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  const ServerOptions* options_;
+  Counters* counters_;
+  grpc::ServerContext context_;
+  wire::InfoRequest request_;
+  wire::ServerInfo reply_;
+  grpc::ServerAsyncResponseWriter<wire::ServerInfo> responder_;
+  bool done_ = false;
+};
+
+// Barriers: callers wait (without holding a thread) until `parties` have arrived.
+class Barriers {
+ public:
+  // Returns the callers to release, or none if the barrier is still filling.
+  std::vector<class BarrierCall*> Arrive(const std::string& name, int parties,
+                                         class BarrierCall* call) {
+    std::lock_guard lock(mu_);
+    auto& waiting = waiting_[name];
+    waiting.push_back(call);
+    if (static_cast<int>(waiting.size()) < parties) return {};
+    std::vector<BarrierCall*> release = std::move(waiting);
+    waiting_.erase(name);
+    return release;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::vector<BarrierCall*>> waiting_;
+};
+
+class BarrierCall final : public CallData {
+ public:
+  BarrierCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
+              Barriers* barriers)
+      : service_(service), cq_(cq), barriers_(barriers), responder_(&context_) {
+    service_->RequestBarrier(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new BarrierCall(service_, cq_, barriers_);
+    done_ = true;
+    if (request_.parties() < 1) {
+      responder_.FinishWithError(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "barrier needs parties >= 1"), this);
+      return;
+    }
+    // A caller that gives up (deadline) is released at shutdown or with the next group; its
+    // Finish then fails harmlessly.
+    auto release = barriers_->Arrive(request_.name(), request_.parties(), this);
+    for (BarrierCall* c : release) c->Release(static_cast<int>(release.size()));
+  }
+  void Release(int arrived) {
+    reply_.set_arrived(arrived);
+    responder_.Finish(reply_, grpc::Status::OK, this);
+  }
+
+ private:
+  wire::PsControl::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Barriers* barriers_;
+  grpc::ServerContext context_;
+  wire::BarrierRequest request_;
+  wire::BarrierReply reply_;
+  grpc::ServerAsyncResponseWriter<wire::BarrierReply> responder_;
+  bool done_ = false;
+};
+
+// gRPC reports a busy port only through its log; bind once ourselves to name the errno.
+absl::Status ProbePort(const std::string& host, int port) {
+  if (port == 0) return absl::OkStatus();
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  bool v6 = fd >= 0;
+  if (!v6) fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::OkStatus();
+  int rc;
+  if (v6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    a.sin6_addr = in6addr_any;
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  }
+  int err = errno;
+  close(fd);
+  if (rc != 0 && err == EADDRINUSE) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot listen on %s:%d: port already in use", host, port));
+  }
+  return absl::OkStatus();
+}
+
+class GrpcServer final : public Server {
+ public:
+  explicit GrpcServer(const ServerOptions& options) : options_(options) {}
+
+  ~GrpcServer() override {
+    Shutdown();
+    Wait();
+  }
+
+  absl::StatusOr<int> Start() override {
+    if (options_.threads < 1) return absl::InvalidArgumentError("--threads must be >= 1");
+    if (absl::Status s = ProbePort(options_.host, options_.port); !s.ok()) return s;
+    grpc::ServerBuilder builder;
+    int bound_port = 0;
+    std::string address = absl::StrCat(
+        options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host,
+        ":", options_.port);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+    builder.SetMaxReceiveMessageSize(INT_MAX);
+    builder.SetMaxSendMessageSize(INT_MAX);
+    // Without this, Linux lets a second PS bind the same port and steal half the connections.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.RegisterAsyncGenericService(&raw_service_);
+    builder.RegisterService(&data_service_);
+    builder.RegisterService(&control_service_);
+    for (int i = 0; i < options_.threads; ++i) cqs_.push_back(builder.AddCompletionQueue());
+    server_ = builder.BuildAndStart();
+    if (!server_ || bound_port == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cannot listen on %s (address not available or port in use)", address));
+    }
+    for (auto& cq : cqs_) {
+      // Several calls of each kind are posted per queue so a burst never waits for a post.
+      for (int i = 0; i < 4; ++i) {
+        new RawCall(&raw_service_, cq.get(), &counters_);
+        new SerializedEchoCall(&data_service_, cq.get(), &counters_);
+        new SerializedPushCall(&data_service_, cq.get(), &counters_);
+      }
+      new InfoCall(&control_service_, cq.get(), &options_, &counters_);
+      new BarrierCall(&control_service_, cq.get(), &barriers_);
+    }
+    for (auto& cq : cqs_) {
+      threads_.emplace_back([q = cq.get()] {
+        void* tag;
+        bool ok;
+        while (q->Next(&tag, &ok)) static_cast<CallData*>(tag)->Proceed(ok);
+      });
+    }
+    started_ = true;
+    return bound_port;
+  }
+
+  void Wait() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return shutdown_requested_ || !started_; });
+    lock.unlock();
+    std::call_once(stop_once_, [this] { Stop(); });
+  }
+
+  void Shutdown() override {
+    std::lock_guard lock(mu_);
+    shutdown_requested_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void Stop() {
+    if (!started_) return;
+    // Calls still in flight (e.g. a barrier nobody completes) are cancelled after a grace.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    for (auto& cq : cqs_) cq->Shutdown();
+    for (auto& t : threads_) t.join();
+  }
+
+  ServerOptions options_;
+  grpc::AsyncGenericService raw_service_;
+  wire::PsData::AsyncService data_service_;
+  wire::PsControl::AsyncService control_service_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::thread> threads_;
+  Counters counters_;
+  Barriers barriers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shutdown_requested_ = false;
+  bool started_ = false;
+  std::once_flag stop_once_;
+};
+
+}  // namespace
+
+std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options) {
+  return std::make_unique<GrpcServer>(options);
+}
+
+}  // namespace psbench::grpc_transport

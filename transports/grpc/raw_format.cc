@@ -1,0 +1,148 @@
+#include "transports/grpc/raw_format.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "payloads/payload.h"
+#include "payloads/size.h"
+
+namespace psbench::grpc_transport {
+namespace {
+
+struct FixedHeader {
+  uint32_t magic;
+  uint32_t flags;
+  uint32_t count;
+  uint32_t reserved;
+};
+static_assert(sizeof(FixedHeader) == 16);
+
+void Append(std::string& out, const void* data, size_t n) {
+  out.append(static_cast<const char*>(data), n);
+}
+
+}  // namespace
+
+uint64_t RawHeader::payload_bytes() const {
+  uint64_t total = 0;
+  for (uint64_t s : sizes) total += s;
+  return total;
+}
+
+std::string EncodePayloadHeader(const std::vector<uint64_t>& sizes,
+                                const std::vector<uint64_t>* checksums) {
+  FixedHeader fixed{kPayloadMagic, checksums ? kFlagValidate : 0,
+                    static_cast<uint32_t>(sizes.size()), 0};
+  std::string out;
+  out.reserve(sizeof(fixed) + 16 * sizes.size());
+  Append(out, &fixed, sizeof(fixed));
+  Append(out, sizes.data(), sizes.size() * sizeof(uint64_t));
+  if (checksums) Append(out, checksums->data(), checksums->size() * sizeof(uint64_t));
+  return out;
+}
+
+std::string EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums) {
+  FixedHeader fixed{kAckMagic, 0, static_cast<uint32_t>(checksums.size()), 0};
+  std::string out;
+  Append(out, &fixed, sizeof(fixed));
+  Append(out, &bytes_received, sizeof(bytes_received));
+  Append(out, checksums.data(), checksums.size() * sizeof(uint64_t));
+  return out;
+}
+
+SliceReader::SliceReader(const grpc::ByteBuffer& buffer) {
+  // Dump takes references to the slices; the payload itself is not copied.
+  (void)buffer.Dump(&slices_);
+  for (const auto& s : slices_) remaining_ += s.size();
+  // Skip empty slices so Consume never looks at one.
+  std::erase_if(slices_, [](const grpc::Slice& s) { return s.size() == 0; });
+}
+
+bool SliceReader::Read(void* dst, size_t n) {
+  auto* out = static_cast<std::byte*>(dst);
+  return Consume(n, [&out](const std::byte* p, size_t len) {
+    std::memcpy(out, p, len);
+    out += len;
+  });
+}
+
+absl::StatusOr<RawAck> DecodeAck(const grpc::ByteBuffer& buffer) {
+  SliceReader reader(buffer);
+  FixedHeader fixed;
+  RawAck ack;
+  if (!reader.Read(&fixed, sizeof(fixed)) || fixed.magic != kAckMagic ||
+      fixed.count > kMaxBuffers || !reader.Read(&ack.bytes_received, sizeof(uint64_t))) {
+    return absl::DataLossError("malformed acknowledgement from the PS");
+  }
+  ack.checksums.resize(fixed.count);
+  if (!reader.Read(ack.checksums.data(), fixed.count * sizeof(uint64_t)) ||
+      reader.remaining() != 0) {
+    return absl::DataLossError("malformed acknowledgement from the PS");
+  }
+  return ack;
+}
+
+absl::StatusOr<RawHeader> ReadPayloadHeader(SliceReader& reader) {
+  FixedHeader fixed;
+  if (!reader.Read(&fixed, sizeof(fixed))) {
+    return absl::DataLossError("payload shorter than its header");
+  }
+  if (fixed.magic != kPayloadMagic) {
+    return absl::DataLossError(absl::StrFormat("bad payload magic 0x%08x", fixed.magic));
+  }
+  if (fixed.count > kMaxBuffers) {
+    return absl::DataLossError(absl::StrFormat("payload claims %u buffers", fixed.count));
+  }
+  RawHeader header;
+  header.flags = fixed.flags;
+  header.sizes.resize(fixed.count);
+  if (!reader.Read(header.sizes.data(), fixed.count * sizeof(uint64_t))) {
+    return absl::DataLossError("payload header truncated");
+  }
+  if (fixed.flags & kFlagValidate) {
+    header.checksums.resize(fixed.count);
+    if (!reader.Read(header.checksums.data(), fixed.count * sizeof(uint64_t))) {
+      return absl::DataLossError("payload header truncated");
+    }
+  }
+  return header;
+}
+
+absl::Status ReadBuffers(SliceReader& reader, const RawHeader& header,
+                         std::vector<uint64_t>* checksums) {
+  uint64_t expected = header.payload_bytes();
+  if (reader.remaining() != expected) {
+    return absl::DataLossError(absl::StrFormat(
+        "payload carries %u bytes after its header, the header announces %u",
+        reader.remaining(), expected));
+  }
+  if (checksums == nullptr) return absl::OkStatus();
+  checksums->clear();
+  checksums->reserve(header.sizes.size());
+  ChecksumStream stream;
+  for (uint64_t size : header.sizes) {
+    stream.Reset();
+    reader.Consume(size, [&stream](const std::byte* p, size_t n) { stream.Update({p, n}); });
+    checksums->push_back(stream.Digest());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CompareChecksums(const std::vector<uint64_t>& sent,
+                              const std::vector<uint64_t>& received,
+                              const std::vector<uint64_t>& sizes) {
+  if (sent.size() != received.size()) {
+    return absl::DataLossError(absl::StrFormat("%u buffers sent, %u checksummed on arrival",
+                                               sent.size(), received.size()));
+  }
+  for (size_t i = 0; i < sent.size(); ++i) {
+    if (sent[i] != received[i]) {
+      return absl::DataLossError(absl::StrFormat(
+          "buffer %u of %u (%s): checksum 0x%016x received, 0x%016x sent", i + 1, sent.size(),
+          i < sizes.size() ? FormatSize(sizes[i]) : "?", received[i], sent[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psbench::grpc_transport

@@ -1,0 +1,127 @@
+// The transport seam. A worker holds one Client connected to every PS of a run; a PS hosts
+// one Server. gRPC is always the control plane; what differs between transports ("grpc",
+// later "grpc+verbs", "grpc+mpi") is the data plane. A transport never sees a benchmark: it
+// moves payloads, checks that they arrived whole, and reports completions.
+#ifndef PSBENCH_TRANSPORTS_TRANSPORT_H_
+#define PSBENCH_TRANSPORTS_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "payloads/payload.h"
+
+namespace psbench {
+
+// How payload bytes are framed on a gRPC data plane.
+enum class WireMode {
+  kNonSerialized,  // raw gRPC byte buffers, one slice per iovec buffer, no copy, no protobuf
+  kSerialized,     // a protobuf message with one `bytes` element per buffer
+};
+absl::string_view WireModeName(WireMode mode);  // "non-serialized" | "serialized"
+absl::StatusOr<WireMode> ParseWireMode(absl::string_view text);
+
+// Operations a worker starts on a PS.
+enum class Op {
+  kEcho,  // the PS sends the payload back (latency)
+  kPush,  // the PS acknowledges the payload (bandwidth, throughput)
+};
+
+// Facts a PS reports about itself over the control plane.
+struct ServerInfo {
+  std::string address;  // as the worker dialled it
+  std::string host;
+  int pid = 0;
+  std::string version;
+  std::string grpc_version;
+  std::string transport;
+  double cpu_user_s = 0;  // whole PS process, since start
+  double cpu_system_s = 0;
+  std::string cpu_affinity;
+  int last_cpu = -1;
+  uint64_t rpcs_served = 0;
+  uint64_t bytes_received = 0;
+  double wall_s = 0;
+};
+
+struct ClientOptions {
+  std::vector<std::string> servers;  // "host:port", one per PS
+  WireMode mode = WireMode::kNonSerialized;
+  // Checksum every buffer end to end; a mismatch completes the op with DATA_LOSS.
+  bool validate = false;
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration rpc_timeout = absl::Seconds(60);
+};
+
+struct Completion {
+  uint64_t tag = 0;
+  absl::Status status;  // non-OK names the PS; DATA_LOSS for lost or corrupted bytes
+};
+
+// Worker side. Driven by one thread, like a completion queue: Start() any number of ops,
+// then reap them with Next().
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  // Waits until every PS answers on the control plane. Fails naming the first PS that
+  // did not answer within connect_timeout.
+  virtual absl::Status Connect() = 0;
+  virtual size_t num_servers() const = 0;
+  virtual const std::string& server_address(size_t server) const = 0;
+
+  // Makes a payload sendable (precomputes headers, registers memory, ...). The payload must
+  // outlive the client and must not change after registration. Returns its handle.
+  virtual absl::StatusOr<int> Register(const Payload& payload) = 0;
+
+  // Starts `op` with registered payload `payload` on PS `server`. Never blocks on the network.
+  virtual void Start(Op op, size_t server, int payload, uint64_t tag) = 0;
+
+  // Returns the next finished op, or DeadlineExceeded if none finished before `deadline`.
+  virtual absl::StatusOr<Completion> Next(absl::Time deadline) = 0;
+
+  // Control plane.
+  virtual absl::StatusOr<ServerInfo> GetInfo(size_t server) = 0;
+  // Blocks until `parties` callers have reached barrier `name` on PS 0.
+  virtual absl::Status Barrier(const std::string& name, int parties, absl::Time deadline) = 0;
+};
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;      // 0 picks a free port
+  int threads = 1;   // completion-queue threads serving the data plane
+  // Process facts (CPU time, affinity, host) filled in by the PS binary; the transport adds
+  // its own counters.
+  std::function<ServerInfo()> describe_process;
+};
+
+// PS side.
+class Server {
+ public:
+  virtual ~Server() = default;
+  // Binds and starts serving; returns the bound port. Fails with a clear reason
+  // ("127.0.0.1:5000: address already in use").
+  virtual absl::StatusOr<int> Start() = 0;
+  // Blocks until Shutdown() has been called and every thread has finished.
+  virtual void Wait() = 0;
+  // Stops accepting, cancels calls in flight and waits for them; safe from any thread.
+  virtual void Shutdown() = 0;
+};
+
+// Transports by name: "grpc" (and later "grpc+verbs", "grpc+mpi").
+std::vector<std::string> TransportNames();
+absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
+                                                   const ClientOptions& options);
+absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,
+                                                   const ServerOptions& options);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_TRANSPORTS_TRANSPORT_H_
