@@ -1,0 +1,120 @@
+#include "deploy/local/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench {
+
+absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
+                                                 const std::vector<std::string>& argv,
+                                                 bool capture_stdout) {
+  if (access(argv[0].c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(errno)));
+  }
+  int fds[2] = {-1, -1};
+  if (capture_stdout && pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) {
+    // Dies with the launcher, so no run leaves processes behind.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    if (capture_stdout) dup2(fds[1], STDOUT_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  ChildProcess child;
+  child.name_ = name;
+  child.pid_ = pid;
+  if (capture_stdout) {
+    close(fds[1]);
+    child.stdout_fd_ = fds[0];
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& o) noexcept { *this = std::move(o); }
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
+  std::swap(name_, o.name_);
+  std::swap(pid_, o.pid_);
+  std::swap(stdout_fd_, o.stdout_fd_);
+  std::swap(buffered_, o.buffered_);
+  std::swap(status_, o.status_);
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !status_) Stop(SIGKILL, absl::ZeroDuration());
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Time deadline) {
+  while (true) {
+    if (auto nl = buffered_.find('\n'); nl != std::string::npos) {
+      std::string line = buffered_.substr(0, nl);
+      buffered_.erase(0, nl + 1);
+      return line;
+    }
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("timed out");
+    pollfd p{stdout_fd_, POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(stdout_fd_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError("exited before answering");
+    buffered_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::optional<int> ChildProcess::Poll() {
+  if (status_ || pid_ <= 0) return status_;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return status_;
+}
+
+int ChildProcess::Stop(int sig, absl::Duration grace) {
+  if (auto s = Poll()) return *s;
+  kill(pid_, sig);
+  absl::Time deadline = absl::Now() + grace;
+  while (absl::Now() < deadline) {
+    if (auto s = Poll()) return *s;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (auto s = Poll()) return *s;
+  kill(pid_, SIGKILL);
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return *status_;
+}
+
+std::string ChildProcess::Describe(int status) {
+  if (status > 128) {
+    const char* name = sigabbrev_np(status - 128);
+    return absl::StrCat("killed by SIG", name ? name : absl::StrCat(status - 128));
+  }
+  return absl::StrCat("exited with status ", status);
+}
+
+}  // namespace psbench

@@ -1,0 +1,52 @@
+// Child processes for the one-machine launcher: started with a pipe on stdout, killed with
+// the launcher (PR_SET_PDEATHSIG), reaped without blocking.
+#ifndef PSBENCH_DEPLOY_LOCAL_PROCESS_H_
+#define PSBENCH_DEPLOY_LOCAL_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace psbench {
+
+class ChildProcess {
+ public:
+  // Starts argv[0] (a path) with `argv`. stdout goes to a pipe when capture_stdout, else
+  // it is inherited; stderr is inherited.
+  static absl::StatusOr<ChildProcess> Start(const std::string& name,
+                                            const std::vector<std::string>& argv,
+                                            bool capture_stdout);
+  ChildProcess(ChildProcess&&) noexcept;
+  ChildProcess& operator=(ChildProcess&&) noexcept;
+  ~ChildProcess();  // kills and reaps a child still running
+
+  const std::string& name() const { return name_; }
+  pid_t pid() const { return pid_; }
+
+  // Reads one line from the child's stdout, waiting at most until `deadline`.
+  absl::StatusOr<std::string> ReadLine(absl::Time deadline);
+  // Non-blocking: the exit status (128+signal for a signal) once the child has exited.
+  std::optional<int> Poll();
+  // Sends `sig`; if the child is still there after `grace`, SIGKILL. Returns its status.
+  int Stop(int sig, absl::Duration grace);
+
+  // A readable description of an exit status: "exited with status 1", "killed by SIGKILL".
+  static std::string Describe(int status);
+
+ private:
+  ChildProcess() = default;
+  std::string name_;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffered_;
+  std::optional<int> status_;
+};
+
+}  // namespace psbench
+
+#endif  // PSBENCH_DEPLOY_LOCAL_PROCESS_H_
