@@ -100,6 +100,10 @@ struct ServerOptions {
   // Process facts (CPU time, affinity, host) filled in by the PS binary; the transport adds
   // its own counters.
   std::function<ServerInfo()> describe_process;
+  // Fault injection for tests: flip one payload byte in every Nth payload received
+  // (0 = never). Pushes are corrupted before the PS checks them, echoes after, so both the
+  // PS-side and the worker-side checks of --validate are exercised.
+  int64_t corrupt_every = 0;
 };
 
 // PS side.

@@ -31,7 +31,33 @@ namespace {
 struct Counters {
   std::atomic<uint64_t> rpcs{0};
   std::atomic<uint64_t> bytes{0};
+  int64_t corrupt_every = 0;
+  std::atomic<int64_t> received{0};
+  // True when this payload is one the fault injector should damage.
+  bool ShouldCorrupt() {
+    return corrupt_every > 0 && (received.fetch_add(1) + 1) % corrupt_every == 0;
+  }
 };
+
+// Copies a raw message and flips one byte in the middle of its payload (fault injection).
+grpc::ByteBuffer CorruptedCopy(const grpc::ByteBuffer& message, size_t header_bytes) {
+  std::vector<grpc::Slice> slices;
+  (void)message.Dump(&slices);
+  std::string flat;
+  for (const auto& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (flat.size() > header_bytes) flat[header_bytes + (flat.size() - header_bytes) / 2] ^= 0x5a;
+  grpc::Slice slice(flat);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+void CorruptMessage(wire::PayloadMessage* m) {
+  for (auto& b : *m->mutable_buffers()) {
+    if (!b.empty()) {
+      b[b.size() / 2] ^= 0x5a;
+      return;
+    }
+  }
+}
 
 class GrpcServer;
 
@@ -86,6 +112,8 @@ class RawCall final : public CallData {
                      this);
       return;
     }
+    bool corrupt = counters_->ShouldCorrupt();
+    if (corrupt && !echo) request_ = CorruptedCopy(request_, HeaderBytes(request_));
     SliceReader reader(request_);
     auto header = ReadPayloadHeader(reader);
     absl::Status status = header.status();
@@ -103,6 +131,7 @@ class RawCall final : public CallData {
     }
     counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes.fetch_add(header->payload_bytes(), std::memory_order_relaxed);
+    if (corrupt && echo) request_ = CorruptedCopy(request_, HeaderBytes(request_));
     if (echo) {
       // The reply is the request's own slices: nothing is copied.
       stream_.WriteAndFinish(request_, grpc::WriteOptions(), grpc::Status::OK, this);
@@ -112,6 +141,12 @@ class RawCall final : public CallData {
       response_ = grpc::ByteBuffer(&slice, 1);
       stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
     }
+  }
+
+  static size_t HeaderBytes(const grpc::ByteBuffer& message) {
+    SliceReader reader(message);
+    auto header = ReadPayloadHeader(reader);
+    return header.ok() ? message.Length() - reader.remaining() : 0;
   }
 
   enum State { kRequested, kReading, kFinishing };
@@ -159,9 +194,11 @@ class SerializedEchoCall final : public CallData {
     }
     new SerializedEchoCall(service_, cq_, counters_);
     done_ = true;
+    bool corrupt = counters_->ShouldCorrupt();
     std::vector<uint64_t> computed;
     uint64_t bytes;
     absl::Status s = VerifyMessage(request_, &computed, &bytes);
+    if (corrupt) CorruptMessage(&request_);
     if (!s.ok()) {
       responder_.FinishWithError(
           grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
@@ -196,6 +233,7 @@ class SerializedPushCall final : public CallData {
     }
     new SerializedPushCall(service_, cq_, counters_);
     done_ = true;
+    if (counters_->ShouldCorrupt()) CorruptMessage(&request_);
     std::vector<uint64_t> computed;
     uint64_t bytes;
     absl::Status s = VerifyMessage(request_, &computed, &bytes);
@@ -358,7 +396,9 @@ absl::Status ProbePort(const std::string& host, int port) {
 
 class GrpcServer final : public Server {
  public:
-  explicit GrpcServer(const ServerOptions& options) : options_(options) {}
+  explicit GrpcServer(const ServerOptions& options) : options_(options) {
+    counters_.corrupt_every = options.corrupt_every;
+  }
 
   ~GrpcServer() override {
     Shutdown();
