@@ -1,0 +1,83 @@
+#include "transports/grpc/raw_format.h"
+
+#include <gtest/gtest.h>
+
+#include "payloads/payload.h"
+
+namespace psbench::grpc_transport {
+namespace {
+
+// A byte buffer cut into slices at awkward places, as the network delivers it.
+grpc::ByteBuffer Fragmented(const std::string& bytes, size_t piece) {
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i < bytes.size(); i += piece) {
+    slices.emplace_back(bytes.substr(i, piece));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::string Message(const Payload& p, bool validate) {
+  std::string m = EncodePayloadHeader(p.sizes(), validate ? &p.checksums() : nullptr);
+  for (size_t i = 0; i < p.num_buffers(); ++i) {
+    auto b = p.buffer(i);
+    m.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  return m;
+}
+
+TEST(RawFormatTest, HeaderAndBuffersSurviveAnyFragmentation) {
+  std::vector<uint64_t> sizes = {10, 10240, 3, 70000};
+  Payload p(sizes, 42);
+  std::string m = Message(p, /*validate=*/true);
+  for (size_t piece : {1, 7, 16, 4096, 1 << 20}) {
+    grpc::ByteBuffer buffer = Fragmented(m, piece);
+    SliceReader reader(buffer);
+    auto header = ReadPayloadHeader(reader);
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->sizes, sizes);
+    EXPECT_EQ(header->checksums, p.checksums());
+    std::vector<uint64_t> got;
+    ASSERT_TRUE(ReadBuffers(reader, *header, &got).ok());
+    EXPECT_EQ(got, p.checksums()) << "piece " << piece;
+    EXPECT_TRUE(CompareChecksums(header->checksums, got, sizes).ok());
+  }
+}
+
+TEST(RawFormatTest, MissingOrExtraBytesAreDataLoss) {
+  Payload p(std::vector<uint64_t>{100, 200}, 1);
+  std::string m = Message(p, false);
+  for (std::string bad : {m.substr(0, m.size() - 1), m + "x"}) {
+    grpc::ByteBuffer buffer = Fragmented(bad, 64);
+    SliceReader reader(buffer);
+    auto header = ReadPayloadHeader(reader);
+    ASSERT_TRUE(header.ok());
+    absl::Status s = ReadBuffers(reader, *header, nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST(RawFormatTest, GarbageHeaderIsRejected) {
+  for (std::string bad : {std::string(""), std::string(8, 'x'), std::string(64, '\xff')}) {
+    grpc::ByteBuffer buffer = Fragmented(bad.empty() ? std::string(1, '\0') : bad, 5);
+    SliceReader reader(buffer);
+    EXPECT_FALSE(ReadPayloadHeader(reader).ok());
+  }
+}
+
+TEST(RawFormatTest, ChecksumMismatchNamesTheBuffer) {
+  absl::Status s = CompareChecksums({1, 2, 3}, {1, 9, 3}, {10, 1048576, 10});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("buffer 2 of 3 (1MiB)"), absl::string_view::npos) << s;
+}
+
+TEST(RawFormatTest, AckRoundTrip) {
+  std::string ack = EncodeAck(12345, {7, 8, 9});
+  auto decoded = DecodeAck(Fragmented(ack, 3));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->bytes_received, 12345u);
+  EXPECT_EQ(decoded->checksums, (std::vector<uint64_t>{7, 8, 9}));
+  EXPECT_FALSE(DecodeAck(Fragmented(ack.substr(0, 20), 3)).ok());
+}
+
+}  // namespace
+}  // namespace psbench::grpc_transport
