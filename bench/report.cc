@@ -129,7 +129,13 @@ json AggregateThroughput(const std::vector<json>& workers) {
   uint64_t iterations = 0, bytes = 0;
   json per_worker = json::array();
   json worker_cpu = json::array();
+  // Operations each PS served, summed over the workers (not worker 0's own counts).
+  std::vector<uint64_t> rpc_per_ps;
   for (const json& w : workers) {
+    if (auto it = w.find("rpc_per_ps"); it != w.end() && it->is_array()) {
+      rpc_per_ps.resize(std::max(rpc_per_ps.size(), it->size()), 0);
+      for (size_t i = 0; i < it->size(); ++i) rpc_per_ps[i] += (*it)[i].get<uint64_t>();
+    }
     rpc += w.value("rpc_per_s", 0.0);
     mb += w.value("mb_per_s", 0.0);
     iterations += w.value("iterations", uint64_t{0});
@@ -150,6 +156,7 @@ json AggregateThroughput(const std::vector<json>& workers) {
   total["bytes"] = bytes;
   total["seconds"] = seconds;
   total["worst_worker_p99_us"] = worst_p99;
+  total["rpc_per_ps"] = rpc_per_ps;
   total["per_worker"] = per_worker;
   total["cpu"]["workers"] = worker_cpu;
   total["cpu"].erase("worker");

@@ -40,16 +40,22 @@ class Loop {
 
   // One phase: by count when count > 0, else by time. Waits for everything it issued.
   absl::Status Phase(int64_t count, absl::Duration duration, Measurement* m) {
-    uint64_t limit = count > 0 ? static_cast<uint64_t>(count) * servers_ : 0;
+    // A count is per PS (--iterations=N sends N operations to every PS), so it is kept per
+    // PS: a slot is refilled only while its own PS has operations left, and a faster PS
+    // cannot take a slower one's share.
+    uint64_t limit = count > 0 ? static_cast<uint64_t>(count) : 0;
     uint64_t start = NowNs();
     uint64_t end = start + static_cast<uint64_t>(absl::ToInt64Nanoseconds(duration));
-    uint64_t issued = 0;
+    std::vector<uint64_t> issued(servers_, 0);
     size_t in_flight = 0;
-    auto may_issue = [&](uint64_t now) { return limit > 0 ? issued < limit : now < end; };
+    auto may_issue = [&](size_t server, uint64_t now) {
+      return limit > 0 ? issued[server] < limit : now < end;
+    };
     if (limit == 0 && duration <= absl::ZeroDuration()) return absl::OkStatus();
-    for (size_t i = 0; i < slots_.size() && may_issue(NowNs()); ++i) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!may_issue(slots_[i].server, NowNs())) continue;
       Issue(i);
-      ++issued;
+      ++issued[slots_[i].server];
       ++in_flight;
     }
     uint64_t last = start;
@@ -70,9 +76,9 @@ class Loop {
         m->ops_per_ps[slot.server] += 1;
       }
       last = now;
-      if (may_issue(now)) {
+      if (may_issue(slot.server, now)) {
         Issue(c->tag);
-        ++issued;
+        ++issued[slot.server];
         ++in_flight;
       }
     }

@@ -120,6 +120,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"window", s.window},
       {"outstanding", s.outstanding},
       {"validate", s.validate},
+      {"busy_poll", s.busy_poll},
       {"ps", s.ps},
       {"num_workers", s.num_workers},
       {"worker_index", s.worker_index},
@@ -163,6 +164,7 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.window = j.at("window").get<int>();
     s.outstanding = j.at("outstanding").get<int>();
     s.validate = j.at("validate").get<bool>();
+    s.busy_poll = j.value("busy_poll", false);
     s.ps = j.at("ps").get<std::vector<std::string>>();
     s.num_workers = j.at("num_workers").get<int>();
     s.worker_index = j.at("worker_index").get<int>();

@@ -29,6 +29,9 @@ ABSL_FLAG(int64_t, iterations, 0,
 ABSL_FLAG(int, window, 16, "bandwidth: payloads outstanding");
 ABSL_FLAG(int, outstanding, 8, "throughput: payloads outstanding per PS");
 ABSL_FLAG(bool, validate, false, "checksum every buffer end to end; fail on a mismatch");
+ABSL_FLAG(bool, busy_poll, false,
+          "spin on completions instead of sleeping, as perftest does (worker; with psbench run "
+          "also the PS): lower latency, one core per process");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
 
@@ -94,6 +97,7 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.window = absl::GetFlag(FLAGS_window);
   s.outstanding = absl::GetFlag(FLAGS_outstanding);
   s.validate = absl::GetFlag(FLAGS_validate);
+  s.busy_poll = absl::GetFlag(FLAGS_busy_poll);
   s.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   s.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
   if (absl::Status st = ValidateScenario(s); !st.ok()) return st;

@@ -17,6 +17,8 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loo
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
 ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
 ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
+ABSL_FLAG(bool, busy_poll, false,
+          "serving threads spin on completions instead of sleeping (lower latency, one core each)");
 ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");
 ABSL_FLAG(int64_t, fault_corrupt_every, 0,
           "testing aid: flip one byte of every Nth payload received (0 = never), to check "
@@ -56,6 +58,7 @@ int Main(int argc, char** argv) {
   options.host = absl::GetFlag(FLAGS_host);
   options.port = port;
   options.threads = threads;
+  options.busy_poll = absl::GetFlag(FLAGS_busy_poll);
   options.corrupt_every = absl::GetFlag(FLAGS_fault_corrupt_every);
   if (options.corrupt_every < 0) Die(kProgram, "--fault-corrupt-every must be >= 0", kExitUsage);
   options.describe_process = [start] {

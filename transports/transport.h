@@ -58,6 +58,9 @@ struct ClientOptions {
   bool validate = false;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(60);
+  // Spin on completions instead of sleeping (perftest's default): lower latency where waking
+  // an idle CPU is slow, at the price of a whole core.
+  bool busy_poll = false;
 };
 
 struct Completion {
@@ -97,6 +100,7 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;      // 0 picks a free port
   int threads = 1;   // completion-queue threads serving the data plane
+  bool busy_poll = false;  // serving threads spin instead of sleeping
   // Process facts (CPU time, affinity, host) filled in by the PS binary; the transport adds
   // its own counters.
   std::function<ServerInfo()> describe_process;

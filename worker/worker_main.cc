@@ -80,6 +80,7 @@ int Main(int argc, char** argv) {
   options.validate = scenario->validate;
   options.connect_timeout = scenario->connect_timeout;
   options.rpc_timeout = scenario->rpc_timeout;
+  options.busy_poll = scenario->busy_poll;
   auto client = MakeClient(scenario->transport, options);
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
   if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);

@@ -85,6 +85,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
                                      "--port=0", "--transport=" + s.transport,
                                      absl::StrCat("--threads=", o.ps_threads)};
     if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
+    if (s.busy_poll) argv.push_back("--busy-poll");
     auto child = ChildProcess::Start(absl::StrCat("PS ", i), argv, /*capture_stdout=*/true);
     if (!child.ok()) return child.status();
     auto line = child->ReadLine(absl::Now() + absl::Seconds(20));

@@ -199,7 +199,17 @@ class GrpcClient final : public Client {
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
     void* tag;
     bool ok;
-    switch (cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline))) {
+    grpc::CompletionQueue::NextStatus status;
+    if (options_.busy_poll) {
+      // A deadline in the past makes AsyncNext poll once without sleeping.
+      const std::chrono::system_clock::time_point past{};
+      do {
+        status = cq_.AsyncNext(&tag, &ok, past);
+      } while (status == grpc::CompletionQueue::TIMEOUT && absl::Now() < deadline);
+    } else {
+      status = cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+    }
+    switch (status) {
       case grpc::CompletionQueue::TIMEOUT:
         return absl::DeadlineExceededError("no operation finished in time");
       case grpc::CompletionQueue::SHUTDOWN:

@@ -438,10 +438,20 @@ class GrpcServer final : public Server {
       new BarrierCall(&control_service_, cq.get(), &barriers_);
     }
     for (auto& cq : cqs_) {
-      threads_.emplace_back([q = cq.get()] {
+      threads_.emplace_back([q = cq.get(), busy = options_.busy_poll] {
         void* tag;
         bool ok;
-        while (q->Next(&tag, &ok)) static_cast<CallData*>(tag)->Proceed(ok);
+        if (!busy) {
+          while (q->Next(&tag, &ok)) static_cast<CallData*>(tag)->Proceed(ok);
+          return;
+        }
+        // A deadline in the past makes AsyncNext poll once without sleeping.
+        const std::chrono::system_clock::time_point past{};
+        while (true) {
+          auto status = q->AsyncNext(&tag, &ok, past);
+          if (status == grpc::CompletionQueue::SHUTDOWN) return;
+          if (status == grpc::CompletionQueue::GOT_EVENT) static_cast<CallData*>(tag)->Proceed(ok);
+        }
       });
     }
     started_ = true;
