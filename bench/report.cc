@@ -209,6 +209,15 @@ void TablePrinter::Print(const json& r) {
     header += fmt::format(" | {} workers x {} PS, {} outstanding per PS", r["workers"].get<int>(),
                           r["ps"].get<int>(), cfg.value("outstanding", 0));
   }
+  // Where the processes were allowed to run (the JSON also has the CPU each last ran on).
+  std::string ps_cpus;
+  for (const json& p : r["placement"]["ps"]) {
+    ps_cpus += (ps_cpus.empty() ? "" : ",") + p.value("cpu_affinity", std::string("?"));
+  }
+  header += fmt::format("\n# placement: worker CPUs {} | PS CPUs {} | busy-poll {}",
+                        r["placement"]["worker"].value("cpu_affinity", std::string("?")),
+                        ps_cpus.empty() ? "?" : ps_cpus,
+                        cfg.value("busy_poll", false) ? "on" : "off");
   if (header != last_header_) {
     if (!last_header_.empty()) fmt::print(out_, "\n");
     fmt::print(out_, "{}\n", header);

@@ -85,6 +85,7 @@ int Main(int argc, char** argv) {
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
   if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);
 
+  std::vector<std::string> command(argv, argv + argc);
   TablePrinter table;
   // Payloads live as long as the client: the transport may reference their memory.
   std::vector<std::unique_ptr<Payload>> payloads;
@@ -115,6 +116,7 @@ int Main(int argc, char** argv) {
       Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
     }
     nlohmann::json record = MakeRecord(*scenario, plan, *m);
+    record["command"] = command;
     if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);
     if (!json_path.empty()) {
       if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {

@@ -278,6 +278,7 @@ int Main(int argc, char** argv) {
                runs.size(), absl::FormatDuration(base->warmup), absl::FormatDuration(base->duration),
                o.num_workers, o.num_ps);
   }
+  std::vector<std::string> command(argv, argv + argc);
   TablePrinter table;
   std::vector<Headline> headlines;
   int exit_code = 0;
@@ -290,7 +291,11 @@ int Main(int argc, char** argv) {
       exit_code = kExitRuntime;
       break;
     }
-    for (const json& rec : *results) table.Print(rec);
+    for (json& rec : *results) {
+      rec["worker_command"] = rec["command"];
+      rec["command"] = command;
+      table.Print(rec);
+    }
     if (!json_path.empty()) {
       if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
         fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
