@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs the TCP and gRPC floors over loopback and collects JSON Lines.
+#
+#   bench/floors/run_floors.sh [BUILD_DIR=build] [OUT=floors.jsonl]
+#   SERVER_CPU=0 CLIENT_CPU=1 bench/floors/run_floors.sh build out.jsonl
+#
+# Env: SERVER_CPU / CLIENT_CPU (--cpu lists, unset = unpinned),
+#      CLIENT_TIMEOUT (seconds per client run, default 300),
+#      FLOOR_ARGS (extra client flags, e.g. "--iterations=100" for a smoke run).
+# OUT is truncated first; the table output goes to stdout.
+set -euo pipefail
+
+build=${1:-build}
+out=${2:-floors.jsonl}
+client_timeout=${CLIENT_TIMEOUT:-300}
+read -r -a extra <<<"${FLOOR_ARGS:-}"
+server_pin=()
+client_pin=()
+[[ -n "${SERVER_CPU:-}" ]] && server_pin=(--cpu="$SERVER_CPU")
+[[ -n "${CLIENT_CPU:-}" ]] && client_pin=(--cpu="$CLIENT_CPU")
+
+for bin in psbench-floor-tcp psbench-floor-grpc; do
+  if [[ ! -x "$build/bin/$bin" ]]; then
+    echo "run_floors.sh: $build/bin/$bin not found; build it first" >&2
+    exit 2
+  fi
+done
+
+tmp=$(mktemp -d)
+server_pid=""
+stop_server() {
+  if [[ -n "$server_pid" ]]; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+trap 'stop_server; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+# Starts a server on port 0 and sets $port from its "listening on" line.
+start_server() {
+  local bin=$1
+  "$build/bin/$bin" --server --port=0 "${server_pin[@]}" >"$tmp/$bin.out" 2>"$tmp/$bin.err" &
+  server_pid=$!
+  local line=""
+  for _ in $(seq 100); do
+    line=$(head -n 1 "$tmp/$bin.out")
+    [[ -n "$line" ]] && break
+    if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  if [[ ! "$line" =~ ^listening\ on\ 127\.0\.0\.1:([0-9]+)$ ]]; then
+    echo "run_floors.sh: $bin server did not start: ${line:-no output}" >&2
+    cat "$tmp/$bin.err" >&2
+    exit 1
+  fi
+  port=${BASH_REMATCH[1]}
+}
+
+: >"$out"
+failed=0
+run_client() {
+  local bin=$1 test=$2 size=$3
+  if ! timeout "$client_timeout" "$build/bin/$bin" --connect="127.0.0.1:$port" --test="$test" \
+      --size="$size" --json="$out" "${client_pin[@]}" "${extra[@]}"; then
+    echo "run_floors.sh: $bin --test=$test --size=$size failed" >&2
+    failed=1
+  fi
+}
+
+echo "# run_floors.sh: server cpu ${SERVER_CPU:-any}, client cpu ${CLIENT_CPU:-any}, $(nproc) cpus"
+# One server at a time so an idle one never competes for the cores.
+for bin in psbench-floor-tcp psbench-floor-grpc; do
+  start_server "$bin"
+  for size in 32 64K 1M 4M; do run_client "$bin" pingpong "$size"; done
+  for size in 1M 4M; do run_client "$bin" stream "$size"; done
+  stop_server
+done
+echo "# wrote $(wc -l <"$out") records to $out"
+exit "$failed"
