@@ -24,7 +24,7 @@ void PrintHelp(absl::string_view usage, const std::vector<std::string>& flag_fil
   std::vector<absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     for (const auto& f : flag_files) {
-      if (absl::StrContains(flag->Filename(), f)) {
+      if (absl::EndsWith(flag->Filename(), f)) {
         flags.push_back(flag);
         break;
       }
@@ -82,23 +82,25 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
     name = flag_name;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
-      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      // --novalidate and --no-validate both turn a bool off.
+      absl::string_view positive_name = name.substr(absl::StartsWith(name, "no_") ? 3 : 2);
+      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(positive_name);
       if (positive != nullptr && positive->IsOfType<bool>()) {
         flag = positive;
-        name = name.substr(2);
+        name = positive_name;
         value = "false";
         has_value = true;
       }
     }
     bool ours = false;
     if (flag != nullptr) {
-      for (const auto& f : flag_files) ours |= absl::StrContains(flag->Filename(), f);
+      for (const auto& f : flag_files) ours |= absl::EndsWith(flag->Filename(), f);
     }
     if (flag == nullptr || !ours) UsageError(program, absl::StrCat("unknown flag --", shown));
     if (!has_value) {
       if (flag->IsOfType<bool>()) {
         value = "true";
-      } else if (i + 1 < argc) {
+      } else if (i + 1 < argc && !absl::StartsWith(argv[i + 1], "--")) {
         value = argv[++i];
       } else {
         UsageError(program, absl::StrCat("--", shown, " needs a value"));

@@ -17,8 +17,9 @@ inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
 
 // Parses argv[1..] into the registered Abseil flags. Returns the positional arguments.
-// --help prints `usage` and the flags defined in files whose path contains one of
-// `flag_files` (e.g. "worker/"), then exits 0. Errors exit 2.
+// Only flags defined in source files whose path ends with one of `flag_files` (e.g.
+// "/worker/worker_main.cc") are accepted; --help prints `usage` and those flags, then exits
+// 0. Errors exit 2.
 std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage,
                                           const std::vector<std::string>& flag_files);
 

@@ -63,7 +63,9 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
       {"scheme", s.sweep ? "sweep" : SchemeName(s.payload.scheme)},
       {"buffers", one ? buffers[0] : buffers},
       {"payload_summary", plan.Summary()},
-      {"payload_bytes", m.ops ? m.bytes / m.ops : plan.Bytes(0)},
+      // Exact for one payload; the mean per operation for a trace of several.
+      {"payload_bytes", one ? json(plan.Bytes(0))
+                            : json(m.ops ? static_cast<double>(m.bytes) / m.ops : 0.0)},
       {"payloads", plan.payloads.size()},
       {"iterations", m.ops},
       {"seconds", m.seconds},
@@ -95,6 +97,17 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
       r["rpc_per_ps"] = m.ops_per_ps;
       break;
   }
+  r["start_unix_s"] = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
+  r["end_unix_s"] = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
+  // What each PS counted itself during the measurement (all workers): with one worker it
+  // must equal this record's own count, an independent check that nothing was lost.
+  json ps_counted = json::array();
+  for (size_t i = 0; i < m.ps_info.size(); ++i) {
+    ps_counted.push_back({{"address", m.ps_info[i].address},
+                          {"rpcs", m.ps_rpcs[i]},
+                          {"bytes", m.ps_bytes[i]}});
+  }
+  r["ps_counted"] = ps_counted;
   json ps_cpu = json::array();
   json ps_place = json::array();
   for (size_t i = 0; i < m.ps_info.size(); ++i) {
@@ -125,38 +138,37 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
 
 json AggregateThroughput(const std::vector<json>& workers) {
   json total = workers.at(0);
-  double rpc = 0, mb = 0, worst_p99 = 0, seconds = 0;
+  double first_start = 1e300, last_end = 0, rate_sum = 0, worst_p99 = 0;
   uint64_t iterations = 0, bytes = 0;
   json per_worker = json::array();
   json worker_cpu = json::array();
-  // Operations each PS served, summed over the workers (not worker 0's own counts).
-  std::vector<uint64_t> rpc_per_ps;
   for (const json& w : workers) {
-    if (auto it = w.find("rpc_per_ps"); it != w.end() && it->is_array()) {
-      rpc_per_ps.resize(std::max(rpc_per_ps.size(), it->size()), 0);
-      for (size_t i = 0; i < it->size(); ++i) rpc_per_ps[i] += (*it)[i].get<uint64_t>();
-    }
-    rpc += w.value("rpc_per_s", 0.0);
-    mb += w.value("mb_per_s", 0.0);
     iterations += w.value("iterations", uint64_t{0});
     bytes += w.value("bytes", uint64_t{0});
-    seconds = std::max(seconds, w.value("seconds", 0.0));
+    first_start = std::min(first_start, w.value("start_unix_s", 0.0));
+    last_end = std::max(last_end, w.value("end_unix_s", 0.0));
+    rate_sum += w.value("rpc_per_s", 0.0);
     worst_p99 = std::max(worst_p99, w["rpc_latency_us"].value("p99", 0.0));
     per_worker.push_back({{"worker_index", w["worker_index"]},
                           {"rpc_per_s", w["rpc_per_s"]},
                           {"mb_per_s", w["mb_per_s"]}});
     worker_cpu.push_back(w["cpu"]["worker"]);
   }
+  // Totals over the union of the workers' windows: a worker that finishes early does not
+  // inflate the total with the faster run the others get after it.
+  double span = last_end - first_start;
   total["scope"] = "total";
   total.erase("worker_index");
   total.erase("rpc_latency_us");
-  total["rpc_per_s"] = rpc;
-  total["mb_per_s"] = mb;
   total["iterations"] = iterations;
   total["bytes"] = bytes;
-  total["seconds"] = seconds;
+  total["seconds"] = span;
+  total["start_unix_s"] = first_start;
+  total["end_unix_s"] = last_end;
+  total["rpc_per_s"] = span > 0 ? static_cast<double>(iterations) / span : 0.0;
+  total["mb_per_s"] = span > 0 ? static_cast<double>(bytes) / span / 1e6 : 0.0;
+  total["sum_of_worker_rpc_per_s"] = rate_sum;
   total["worst_worker_p99_us"] = worst_p99;
-  total["rpc_per_ps"] = rpc_per_ps;
   total["per_worker"] = per_worker;
   total["cpu"]["workers"] = worker_cpu;
   total["cpu"].erase("worker");
@@ -193,7 +205,7 @@ void TablePrinter::Print(const json& r) {
       cfg.value("iterations", 0) > 0
           ? fmt::format("{} iterations", cfg.value("iterations", 0))
           : fmt::format("{:g}s", cfg.value("duration_s", 0.0));
-  std::string warm = cfg.value("warmup_iterations", 0) > 0
+  std::string warm = cfg.value("warmup_iterations", -1) >= 0
                          ? fmt::format("{} iterations", cfg.value("warmup_iterations", 0))
                          : fmt::format("{:g}s", cfg.value("warmup_s", 0.0));
   std::string payload = r["scheme"] == "sweep" ? "one buffer per size"
@@ -222,30 +234,42 @@ void TablePrinter::Print(const json& r) {
     if (!last_header_.empty()) fmt::print(out_, "\n");
     fmt::print(out_, "{}\n", header);
     if (bench == "latency") {
-      fmt::print(out_, "{:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   [usec]  {:>6} {:>6}\n",
+      fmt::print(out_, "{:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  [usec RTT] {:>6} {:>6}\n",
                  "#bytes", "#iters", "min", "p50", "p90", "p99", "p99.9", "max", "mean", "stdev",
                  "wCPU", "psCPU");
     } else if (bench == "bandwidth") {
       fmt::print(out_, "{:>12} {:>9} {:>12} {:>12} {:>12}  {:>6} {:>6}\n", "#bytes", "#iters",
                  "MB/s", "msgs/s", "p50 usec", "wCPU", "psCPU");
     } else {
-      fmt::print(out_, "{:>8} {:>12} {:>9} {:>12} {:>12} {:>12}  {:>6}\n", "worker", "#bytes",
-                 "#iters", "RPC/s", "MB/s", "p99 usec", "wCPU");
+      fmt::print(out_, "{:>8} {:>12} {:>9} {:>12} {:>12} {:>12}  {:>6} {:>6}\n", "worker", "#bytes",
+                 "#iters", "RPC/s", "MB/s", "p99 usec", "wCPU", "psCPU");
     }
     last_header_ = header;
   }
-  uint64_t bytes = r["payload_bytes"];
+  std::string bytes = r["payload_bytes"].is_number_integer()
+                          ? std::to_string(r["payload_bytes"].get<uint64_t>())
+                          : fmt::format("~{:.0f}", r["payload_bytes"].get<double>());
   uint64_t iters = r["iterations"];
   auto ps_cpu = [&r] {
     const json& ps = r["cpu"]["ps"];
     return ps.empty() ? std::string("-") : Pct(ps[0]);
   };
+  // A tail percentile from fewer samples than it needs is just the maximum: show "-".
+  auto tail = [iters](const json& l, const char* key, uint64_t needs) {
+    return iters >= needs ? fmt::format("{:.2f}", l[key].get<double>()) : std::string("-");
+  };
+  auto all_ps_cpu = [&r] {
+    const json& ps = r["cpu"]["ps"];
+    double sum = 0;
+    for (const json& p : ps) sum += p.value("utilization", 0.0);
+    return ps.empty() ? std::string("-") : fmt::format("{:.0f}%", 100.0 * sum / ps.size());
+  };
   if (bench == "latency") {
     const json& l = r["latency_us"];
     fmt::print(out_,
-               "{:>12} {:>9} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}           {:>6} {:>6}\n",
+               "{:>12} {:>9} {:>9.2f} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>9.2f} {:>9.2f} {:>9.2f}            {:>6} {:>6}\n",
                bytes, iters, l["min"].get<double>(), l["p50"].get<double>(),
-               l["p90"].get<double>(), l["p99"].get<double>(), l["p999"].get<double>(),
+               l["p90"].get<double>(), tail(l, "p99", 100), tail(l, "p999", 1000),
                l["max"].get<double>(), l["mean"].get<double>(), l["stdev"].get<double>(),
                Pct(r["cpu"]["worker"]), ps_cpu());
   } else if (bench == "bandwidth") {
@@ -253,14 +277,14 @@ void TablePrinter::Print(const json& r) {
                r["mb_per_s"].get<double>(), r["msgs_per_s"].get<double>(),
                r["rpc_latency_us"]["p50"].get<double>(), Pct(r["cpu"]["worker"]), ps_cpu());
   } else if (r["scope"] == "total") {
-    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}\n", "total", bytes, iters,
-               r["rpc_per_s"].get<double>(), r["mb_per_s"].get<double>(),
-               r.value("worst_worker_p99_us", 0.0));
+    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}  {:>6} {:>6}\n", "total",
+               bytes, iters, r["rpc_per_s"].get<double>(), r["mb_per_s"].get<double>(),
+               r.value("worst_worker_p99_us", 0.0), "", all_ps_cpu());
   } else {
-    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}  {:>6}\n",
+    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12}  {:>6} {:>6}\n",
                r["worker_index"].get<int>(), bytes, iters, r["rpc_per_s"].get<double>(),
-               r["mb_per_s"].get<double>(), r["rpc_latency_us"]["p99"].get<double>(),
-               Pct(r["cpu"]["worker"]));
+               r["mb_per_s"].get<double>(), tail(r["rpc_latency_us"], "p99", 100),
+               Pct(r["cpu"]["worker"]), "");
   }
   std::fflush(out_);
 }

@@ -121,21 +121,34 @@ absl::StatusOr<std::vector<CpuTimes>> PsCpu(Client& client, size_t servers,
 
 absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
                                          const std::vector<int>& payload_ids,
-                                         const std::vector<uint64_t>& payload_bytes) {
+                                         const std::vector<uint64_t>& payload_bytes,
+                                         size_t plan_index) {
+  auto sync = [&](const char* phase) -> absl::Status {
+    if (scenario.num_workers <= 1) return absl::OkStatus();
+    // Another worker may still be warming up by count: allow for slow operations.
+    absl::Time deadline = absl::Now() + scenario.connect_timeout + 2 * scenario.rpc_timeout +
+                          scenario.warmup + absl::Seconds(30);
+    return client.Barrier(absl::StrCat(scenario.run_id, "/plan-", plan_index, "/", phase),
+                          scenario.num_workers, scenario.worker_index, deadline);
+  };
   Loop loop(scenario, client, payload_ids, payload_bytes);
-  if (absl::Status s = loop.Phase(scenario.warmup_iterations,
-                                  scenario.warmup_iterations > 0 ? absl::ZeroDuration()
-                                                                 : scenario.warmup,
-                                  nullptr);
+  if (absl::Status s = sync("warmup"); !s.ok()) return s;
+  bool warm_by_count = scenario.warmup_iterations >= 0;
+  if (absl::Status s = loop.Phase(warm_by_count ? scenario.warmup_iterations : 0,
+                                  warm_by_count ? absl::ZeroDuration() : scenario.warmup, nullptr);
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = sync("measure"); !s.ok()) return s;
   Measurement m;
   m.ops_per_ps.assign(loop.servers(), 0);
-  auto ps_before = PsCpu(client, loop.servers(), nullptr);
+  std::vector<ServerInfo> before;
+  auto ps_before = PsCpu(client, loop.servers(), &before);
   if (!ps_before.ok()) return ps_before.status();
   CpuTimes cpu_before = ProcessCpuTimes();
+  m.start = absl::Now();
   if (absl::Status s = loop.Phase(scenario.iterations, scenario.duration, &m); !s.ok()) return s;
+  m.end = absl::Now();
   CpuTimes cpu_after = ProcessCpuTimes();
   auto ps_after = PsCpu(client, loop.servers(), &m.ps_info);
   if (!ps_after.ok()) return ps_after.status();
@@ -143,6 +156,8 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
   for (size_t i = 0; i < loop.servers(); ++i) {
     m.ps_cpu.push_back({(*ps_after)[i].user_s - (*ps_before)[i].user_s,
                         (*ps_after)[i].system_s - (*ps_before)[i].system_s});
+    m.ps_rpcs.push_back(m.ps_info[i].rpcs_served - before[i].rpcs_served);
+    m.ps_bytes.push_back(m.ps_info[i].bytes_received - before[i].bytes_received);
   }
   return m;
 }

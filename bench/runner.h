@@ -23,15 +23,23 @@ struct Measurement {
   CpuTimes worker_cpu;        // this process, during the measurement
   std::vector<CpuTimes> ps_cpu;         // each PS process, during the measurement
   std::vector<ServerInfo> ps_info;      // each PS, at the end
+  // What each PS itself counted during the measurement (all workers together).
+  std::vector<uint64_t> ps_rpcs;
+  std::vector<uint64_t> ps_bytes;
+  // Wall-clock bounds of the measurement, to combine workers' windows.
+  absl::Time start, end;
 };
 
 // Runs warm-up, then measurement, of `scenario.benchmark` with the registered payloads
 // `payload_ids` (operation i carries payload i % size). Every operation issued in the
 // measurement is waited for and counted: time runs from the first start to the last
-// completion, so no byte is left out and none counted twice.
+// completion, so no byte is left out and none counted twice. With several workers, all
+// start warm-up together and all start measuring together (barriers on PS 0 named after
+// the scenario's run_id and `plan_index`).
 absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
                                          const std::vector<int>& payload_ids,
-                                         const std::vector<uint64_t>& payload_bytes);
+                                         const std::vector<uint64_t>& payload_bytes,
+                                         size_t plan_index);
 
 }  // namespace psbench
 

@@ -59,7 +59,7 @@ absl::Status ValidateScenario(const Scenario& s) {
     if (absl::Status st = ValidateSpec(s.payload); !st.ok()) return st;
   }
   if (s.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup must be >= 0");
-  if (s.warmup_iterations < 0) {
+  if (s.warmup_iterations < -1) {
     return absl::InvalidArgumentError("--warmup-iterations must be >= 0");
   }
   if (s.iterations < 0) return absl::InvalidArgumentError("--iterations must be >= 0");

@@ -33,7 +33,7 @@ struct Scenario {
 
   // Warm-up and measurement: by time, or by operation count when the count is > 0.
   absl::Duration warmup = absl::Seconds(2);
-  int64_t warmup_iterations = 0;
+  int64_t warmup_iterations = -1;  // >= 0: warm up by count (0 = none); -1: by time
   absl::Duration duration = absl::Seconds(10);
   int64_t iterations = 0;
 

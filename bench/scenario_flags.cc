@@ -5,7 +5,8 @@
 #include "bench/cli.h"
 #include "payloads/size.h"
 
-ABSL_FLAG(std::string, benchmark, "latency", "latency | bandwidth | throughput");
+ABSL_FLAG(std::string, benchmark, "latency",
+          "latency | bandwidth | throughput (psbench run without it: the default tour)");
 ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
 ABSL_FLAG(std::string, mode, "non-serialized",
           "non-serialized (raw gRPC byte buffers, zero-copy) | serialized (protobuf)");
@@ -22,7 +23,8 @@ ABSL_FLAG(uint64_t, seed, psbench::kDefaultSeed, "seed for the random scheme and
 ABSL_FLAG(std::string, trace, "", "trace file (JSON) for --scheme=trace");
 ABSL_FLAG(std::string, sizes, "", "MIN:MAX: sweep one-buffer payloads, doubling (e.g. 1:4M)");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2), "warm-up time");
-ABSL_FLAG(int64_t, warmup_iterations, 0, "warm-up by operation count instead of time");
+ABSL_FLAG(int64_t, warmup_iterations, -1,
+          "warm up by operation count instead of time (0 = no warm-up; -1 = use --warmup)");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measurement time");
 ABSL_FLAG(int64_t, iterations, 0,
           "measure this many operations (per PS) instead of --duration");
@@ -86,6 +88,12 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   }
   s.warmup = absl::GetFlag(FLAGS_warmup);
   s.warmup_iterations = absl::GetFlag(FLAGS_warmup_iterations);
+  if (FlagWasSet("warmup-iterations") && s.warmup_iterations < 0) {
+    return absl::InvalidArgumentError("--warmup-iterations must be >= 0");
+  }
+  if (FlagWasSet("warmup-iterations") && FlagWasSet("warmup")) {
+    return absl::InvalidArgumentError("give --warmup or --warmup-iterations, not both");
+  }
   s.duration = absl::GetFlag(FLAGS_duration);
   s.iterations = absl::GetFlag(FLAGS_iterations);
   if (FlagWasSet("iterations") && FlagWasSet("duration")) {

@@ -34,7 +34,7 @@ constexpr char kUsage[] =
     "it serves, and runs until SIGTERM or SIGINT.";
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"ps/"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc"});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -78,8 +78,9 @@ int Main(int argc, char** argv) {
   if (!server.ok()) Die(kProgram, server.status(), kExitUsage);
   auto bound = (*server)->Start();
   if (!bound.ok()) Die(kProgram, bound.status(), kExitUsage);
-  std::printf("psbench-ps listening on %s:%d transport=%s pid=%d cpus=%s\n",
-              options.host.c_str(), *bound, absl::GetFlag(FLAGS_transport).c_str(), getpid(),
+  bool v6 = options.host.find(':') != std::string::npos;
+  std::printf("psbench-ps listening on %s%s%s:%d transport=%s pid=%d cpus=%s\n", v6 ? "[" : "",
+              options.host.c_str(), v6 ? "]" : "", *bound, absl::GetFlag(FLAGS_transport).c_str(), getpid(),
               CurrentAffinity().c_str());
   std::fflush(stdout);
 

@@ -81,8 +81,11 @@ class Client {
   virtual const std::string& server_address(size_t server) const = 0;
 
   // Makes a payload sendable (precomputes headers, registers memory, ...). The payload must
-  // outlive the client and must not change after registration. Returns its handle.
+  // stay alive and unchanged until it is unregistered or the client is destroyed.
   virtual absl::StatusOr<int> Register(const Payload& payload) = 0;
+
+  // Forgets a registered payload once no operation on it is in flight; then it may be freed.
+  virtual void Unregister(int payload) = 0;
 
   // Starts `op` with registered payload `payload` on PS `server`. Never blocks on the network.
   virtual void Start(Op op, size_t server, int payload, uint64_t tag) = 0;
@@ -92,8 +95,10 @@ class Client {
 
   // Control plane.
   virtual absl::StatusOr<ServerInfo> GetInfo(size_t server) = 0;
-  // Blocks until `parties` callers have reached barrier `name` on PS 0.
-  virtual absl::Status Barrier(const std::string& name, int parties, absl::Time deadline) = 0;
+  // Blocks until workers 0..parties-1 have all reached barrier `name` on PS 0. Workers that
+  // die while waiting stop counting; two live workers with one index are an error.
+  virtual absl::Status Barrier(const std::string& name, int parties, int worker_index,
+                               absl::Time deadline) = 0;
 };
 
 struct ServerOptions {

@@ -2,6 +2,7 @@
 // one JSON record per result.
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,7 @@ namespace psbench {
 namespace {
 
 constexpr char kProgram[] = "psbench-worker";
+constexpr uint64_t kMaxInFlightBytes = uint64_t{8} << 30;
 constexpr char kUsage[] =
     "psbench-worker --ps=HOST:PORT[,...] --benchmark=latency|bandwidth|throughput [flags]\n"
     "Sends payloads to psbench-ps processes and measures latency, bandwidth or PS throughput.";
@@ -42,6 +44,12 @@ absl::StatusOr<Scenario> LoadScenario() {
     s->run_id = absl::GetFlag(FLAGS_run_id);
     return s;
   }
+  for (const auto& flag : FlagsSet()) {
+    if (flag != "scenario" && flag != "cpu" && flag != "json" && flag != "quiet") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--scenario=FILE sets the whole scenario; --", flag, " cannot be added to it"));
+    }
+  }
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--scenario=", path, ": cannot open"));
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -52,7 +60,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"worker/", "bench/scenario_flags"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc"});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   if (std::string cpu = absl::GetFlag(FLAGS_cpu); !cpu.empty()) {
     if (absl::Status s = PinProcess(cpu); !s.ok()) Die(kProgram, s, kExitUsage);
@@ -74,6 +82,29 @@ int Main(int argc, char** argv) {
     if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
   }
 
+  std::set<std::string> unique(scenario->ps.begin(), scenario->ps.end());
+  if (unique.size() != scenario->ps.size()) {
+    Die(kProgram, "--ps lists a PS twice; each PS must appear once", kExitUsage);
+  }
+  // A PS holds every outstanding payload it has received: keep that within reason.
+  uint64_t depth = scenario->benchmark == Benchmark::kLatency     ? 1
+                   : scenario->benchmark == Benchmark::kBandwidth ? scenario->window
+                                                                  : scenario->outstanding;
+  for (const auto& plan : *plans) {
+    for (size_t i = 0; i < plan.payloads.size(); ++i) {
+      if (depth * plan.Bytes(i) > kMaxInFlightBytes) {
+        Die(kProgram,
+            absl::StrCat("a ", plan.Bytes(i), "-byte payload with ", depth,
+                         " outstanding would keep over 8 GiB in flight per PS; lower --window "
+                         "or --outstanding"),
+            kExitUsage);
+      }
+    }
+  }
+
+  // Payloads are declared before the client so they outlive it (the transport may
+  // reference their memory until it is destroyed).
+  std::vector<std::unique_ptr<Payload>> payloads;
   ClientOptions options;
   options.servers = scenario->ps;
   options.mode = scenario->mode;
@@ -87,8 +118,6 @@ int Main(int argc, char** argv) {
 
   std::vector<std::string> command(argv, argv + argc);
   TablePrinter table;
-  // Payloads live as long as the client: the transport may reference their memory.
-  std::vector<std::unique_ptr<Payload>> payloads;
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
     std::vector<int> ids;
@@ -101,18 +130,11 @@ int Main(int argc, char** argv) {
       ids.push_back(*id);
       bytes.push_back(plan.Bytes(i));
     }
-    if (scenario->num_workers > 1) {
-      std::string name = absl::StrCat(scenario->run_id, "/plan-", p);
-      absl::Time deadline = absl::Now() + scenario->connect_timeout + absl::Seconds(30);
-      if (absl::Status s = (*client)->Barrier(name, scenario->num_workers, deadline); !s.ok()) {
-        Die(kProgram, s, kExitRuntime);
-      }
-    }
-    auto m = RunBenchmark(*scenario, **client, ids, bytes);
+    auto m = RunBenchmark(*scenario, **client, ids, bytes, p);
     if (!m.ok()) {
-      std::string what = m.status().code() == absl::StatusCode::kDataLoss
-                             ? "validation failed: "
-                             : "benchmark failed: ";
+      std::string what = m.status().code() != absl::StatusCode::kDataLoss ? "benchmark failed: "
+                         : scenario->validate                                ? "validation failed: "
+                                                                             : "data lost: ";
       Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
     }
     nlohmann::json record = MakeRecord(*scenario, plan, *m);
@@ -123,6 +145,10 @@ int Main(int argc, char** argv) {
         Die(kProgram, s, kExitRuntime);
       }
     }
+    // Nothing is in flight after a measurement: free this plan's payloads (a sweep to 1 GiB
+    // would otherwise hold every size at once).
+    for (int id : ids) (*client)->Unregister(id);
+    payloads.clear();
   }
   return 0;
 }

@@ -66,7 +66,7 @@ fs::path BinDir() {
 
 absl::Duration RunBudget(const Scenario& s, size_t plans) {
   absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
-  if (s.warmup_iterations == 0) per_plan += s.warmup;
+  if (s.warmup_iterations < 0) per_plan += s.warmup;
   if (s.iterations == 0) per_plan += s.duration;
   else per_plan += absl::Minutes(10);  // bounded by the op deadlines in practice
   return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
@@ -112,7 +112,10 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     s.worker_index = w;
     fs::path scenario_file = o.work_dir / absl::StrCat("scenario-", run_number, "-", w, ".json");
     fs::path output = o.work_dir / absl::StrCat("results-", run_number, "-", w, ".jsonl");
-    std::ofstream(scenario_file) << ScenarioToJson(s).dump(2);
+    std::ofstream file(scenario_file);
+    file << ScenarioToJson(s).dump(2);
+    file.close();
+    if (!file) return absl::InternalError(absl::StrCat("cannot write ", scenario_file.string()));
     std::vector<std::string> argv = {(o.bin_dir / "psbench-worker").string(),
                                      "--scenario=" + scenario_file.string(),
                                      "--json=" + output.string(), "--quiet"};
@@ -130,19 +133,30 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   size_t done = 0;
   while (done < workers.size() && failure.ok()) {
     done = 0;
-    for (auto& w : workers) {
-      if (auto st = w.Poll()) {
-        if (*st != 0) {
-          failure = absl::InternalError(
-              absl::StrCat(w.name(), " (pid ", w.pid(), ") ", ChildProcess::Describe(*st)));
-        }
-        ++done;
-      }
-    }
+    // PS first: when a PS dies its workers fail too, and the PS is the cause to report.
     for (auto& p : ps) {
       if (auto st = p.Poll(); st && failure.ok()) {
         failure = absl::InternalError(absl::StrCat(p.name(), " (pid ", p.pid(), ") ",
                                                    ChildProcess::Describe(*st), " during the run"));
+      }
+    }
+    for (auto& w : workers) {
+      if (auto st = w.Poll()) {
+        if (*st != 0 && failure.ok()) {
+          // Give a PS that is going down a moment to be reaped, so it is named as the cause.
+          absl::SleepFor(absl::Milliseconds(200));
+          for (auto& p : ps) {
+            if (auto pst = p.Poll(); pst && failure.ok()) {
+              failure = absl::InternalError(absl::StrCat(
+                  p.name(), " (pid ", p.pid(), ") ", ChildProcess::Describe(*pst), " during the run"));
+            }
+          }
+        }
+        if (*st != 0 && failure.ok()) {
+          failure = absl::InternalError(
+              absl::StrCat(w.name(), " (pid ", w.pid(), ") ", ChildProcess::Describe(*st)));
+        }
+        ++done;
       }
     }
     if (g_interrupted) failure = absl::CancelledError("interrupted");
@@ -191,7 +205,7 @@ struct Headline {
 
 int Main(int argc, char** argv) {
   auto positional =
-      ParseFlagsOrExit(argc, argv, kUsage, {"deploy/local/", "bench/scenario_flags"});
+      ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc"});
   if (positional.empty() || positional[0] != "run") {
     Die(kProgram,
         positional.empty() ? std::string("missing command; usage: psbench run [flags]")
@@ -207,6 +221,7 @@ int Main(int argc, char** argv) {
   o.worker_cpu = absl::GetFlag(FLAGS_worker_cpu);
   o.ps_threads = absl::GetFlag(FLAGS_ps_threads);
   o.timeout = absl::GetFlag(FLAGS_timeout);
+  if (o.timeout < absl::ZeroDuration()) Die(kProgram, "--timeout must be positive", kExitUsage);
   if (o.num_ps < 1 || o.num_ps > 64) Die(kProgram, "--num-ps must be in [1, 64]", kExitUsage);
   if (o.num_workers < 1 || o.num_workers > 256) {
     Die(kProgram, "--num-workers must be in [1, 256]", kExitUsage);
@@ -288,7 +303,7 @@ int Main(int argc, char** argv) {
     if (!results.ok()) {
       fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                  SchemeName(s.payload.scheme), std::string(results.status().message()));
-      exit_code = kExitRuntime;
+      exit_code = g_interrupted ? 130 : kExitRuntime;
       break;
     }
     for (json& rec : *results) {

@@ -7,7 +7,8 @@
 #include <grpcpp/security/credentials.h>
 
 #include <cstdlib>
-#include <deque>
+#include "absl/container/flat_hash_set.h"
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,6 +62,7 @@ struct Server {
 struct Registered {
   const Payload* payload;
   std::string header;
+  std::vector<grpc::Slice> slices;  // non-serialized: header, then every buffer
 };
 
 // One RPC in flight. Allocated per call because gRPC contexts cannot be reused.
@@ -103,7 +105,7 @@ class GrpcClient final : public Client {
       bool ok;
       if (!cq_.Next(&tag, &ok)) break;
       Call* call = static_cast<Call*>(tag);
-      std::erase(in_flight_, call);
+      in_flight_.erase(call);
       delete call;
     }
     cq_.Shutdown();
@@ -145,9 +147,17 @@ class GrpcClient final : public Client {
     reg->payload = &payload;
     reg->header = EncodePayloadHeader(payload.sizes(),
                                       options_.validate ? &payload.checksums() : nullptr);
+    // One slice for the header, then one per buffer pointing at the payload's own memory:
+    // gRPC sends from it without copying it first.
+    reg->slices.emplace_back(reg->header.data(), reg->header.size(), grpc::Slice::STATIC_SLICE);
+    for (const iovec& v : payload.iov()) {
+      reg->slices.emplace_back(v.iov_base, v.iov_len, grpc::Slice::STATIC_SLICE);
+    }
     registered_.push_back(std::move(reg));
     return static_cast<int>(registered_.size() - 1);
   }
+
+  void Unregister(int payload) override { registered_[payload].reset(); }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
     auto* call = new Call;
@@ -156,19 +166,11 @@ class GrpcClient final : public Client {
     call->server = server;
     call->reg = registered_[payload].get();
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    in_flight_.push_back(call);
+    in_flight_.insert(call);
     Server& s = servers_[server];
     const Payload& p = *call->reg->payload;
     if (options_.mode == WireMode::kNonSerialized) {
-      // One slice for the header, then one slice per buffer that points at the payload's
-      // own memory: gRPC sends from it without copying it first.
-      std::vector<grpc::Slice> slices;
-      slices.reserve(p.num_buffers() + 1);
-      slices.emplace_back(call->reg->header.data(), call->reg->header.size(),
-                          grpc::Slice::STATIC_SLICE);
-      for (const iovec& v : p.iov()) {
-        slices.emplace_back(v.iov_base, v.iov_len, grpc::Slice::STATIC_SLICE);
-      }
+      const auto& slices = call->reg->slices;
       grpc::ByteBuffer request(slices.data(), slices.size());
       call->raw_reader = s.raw->PrepareUnaryCall(
           &call->context, op == Op::kEcho ? kRawEchoMethod : kRawPushMethod, request, &cq_);
@@ -218,7 +220,7 @@ class GrpcClient final : public Client {
         break;
     }
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
-    std::erase(in_flight_, call.get());
+    in_flight_.erase(call.get());
     Completion done;
     done.tag = call->tag;
     done.status = Check(*call);
@@ -256,20 +258,30 @@ class GrpcClient final : public Client {
     return out;
   }
 
-  absl::Status Barrier(const std::string& name, int parties, absl::Time deadline) override {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
+  absl::Status Barrier(const std::string& name, int parties, int worker_index,
+                       absl::Time deadline) override {
     wire::BarrierRequest request;
     request.set_name(name);
     request.set_parties(parties);
+    request.set_worker_index(worker_index);
+    request.set_nonce(nonce_);
     wire::BarrierReply reply;
-    grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
-    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "only some of the ", parties, " workers reached barrier '", name, "' on PS ",
-          servers_[0].address, " in time"));
+    while (true) {
+      grpc::ClientContext context;
+      context.set_deadline(
+          absl::ToChronoTime(std::min(deadline, absl::Now() + options_.connect_timeout)));
+      grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
+      if (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return FromGrpc(status, servers_[0].address);
+      }
+      if (status.ok() && reply.released()) return absl::OkStatus();
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "only ", reply.arrived(), " of the ", parties, " workers reached barrier '", name,
+            "' on PS ", servers_[0].address, " in time"));
+      }
+      absl::SleepFor(absl::Milliseconds(1));
     }
-    return FromGrpc(status, servers_[0].address);
   }
 
  private:
@@ -339,7 +351,9 @@ class GrpcClient final : public Client {
   std::vector<Server> servers_;
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
-  std::vector<Call*> in_flight_;
+  absl::flat_hash_set<Call*> in_flight_;
+  // Identifies this process at barriers (a restarted worker gets a new one).
+  const uint64_t nonce_ = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 };
 
 }  // namespace

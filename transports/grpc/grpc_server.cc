@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include <map>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <shared_mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -89,9 +92,8 @@ class RawCall final : public CallData {
         stream_.Read(&request_, this);
         return;
       case kReading:
-        if (!ok) {  // the worker went away before sending
-          state_ = kFinishing;
-          stream_.Finish(grpc::Status::CANCELLED, this);
+        if (!ok) {  // the worker went away before sending: nothing to answer
+          delete this;
           return;
         }
         Respond();
@@ -304,24 +306,75 @@ class InfoCall final : public CallData {
   bool done_ = false;
 };
 
-// Barriers: callers wait (without holding a thread) until `parties` have arrived.
+// Polled barriers (see BarrierRequest in psbench.proto). An arrival is (worker index, nonce);
+// arrivals not refreshed within kLease expire, so a worker that died is not counted.
 class Barriers {
  public:
-  // Returns the callers to release, or none if the barrier is still filling.
-  std::vector<class BarrierCall*> Arrive(const std::string& name, int parties,
-                                         class BarrierCall* call) {
+  grpc::Status Poll(const wire::BarrierRequest& r, wire::BarrierReply* reply) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kLease = std::chrono::seconds(2);
+    constexpr auto kDuplicate = std::chrono::milliseconds(250);
+    constexpr auto kForget = std::chrono::seconds(60);
+    if (r.parties() < 1 || r.worker_index() < 0 || r.worker_index() >= r.parties()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrFormat("barrier '%s': worker index %d is outside [0, %d)",
+                                          r.name(), r.worker_index(), r.parties()));
+    }
     std::lock_guard lock(mu_);
-    auto& waiting = waiting_[name];
-    waiting.push_back(call);
-    if (static_cast<int>(waiting.size()) < parties) return {};
-    std::vector<BarrierCall*> release = std::move(waiting);
-    waiting_.erase(name);
-    return release;
+    auto now = Clock::now();
+    std::erase_if(barriers_, [&](const auto& kv) {
+      return !kv.second.released.empty() && now - kv.second.released_at > kForget;
+    });
+    Barrier& b = barriers_[r.name()];
+    std::pair<int, uint64_t> me{r.worker_index(), r.nonce()};
+    if (b.released.contains(me)) {
+      reply->set_released(true);
+      reply->set_arrived(b.parties);
+      return grpc::Status::OK;
+    }
+    if (!b.released.empty() || b.waiting.empty()) {  // a new round, perhaps of a new run
+      b.released.clear();
+      b.parties = r.parties();
+    }
+    if (r.parties() != b.parties) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrFormat("barrier '%s' waits for %d workers, this one says %d "
+                                          "(same --num-workers everywhere?)",
+                                          r.name(), b.parties, r.parties()));
+    }
+    std::erase_if(b.waiting, [&](const auto& kv) { return now - kv.second.seen > kLease; });
+    auto it = b.waiting.find(r.worker_index());
+    if (it != b.waiting.end() && it->second.nonce != r.nonce() && now - it->second.seen < kDuplicate) {
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                          absl::StrFormat("two live workers use --worker-index=%d at barrier '%s'",
+                                          r.worker_index(), r.name()));
+    }
+    b.waiting[r.worker_index()] = {r.nonce(), now};
+    if (static_cast<int>(b.waiting.size()) == b.parties) {
+      for (const auto& [index, arrival] : b.waiting) b.released.insert({index, arrival.nonce});
+      b.waiting.clear();
+      b.released_at = now;
+      reply->set_released(true);
+      reply->set_arrived(b.parties);
+      return grpc::Status::OK;
+    }
+    reply->set_arrived(static_cast<int>(b.waiting.size()));
+    return grpc::Status::OK;
   }
 
  private:
+  struct Arrival {
+    uint64_t nonce;
+    std::chrono::steady_clock::time_point seen;
+  };
+  struct Barrier {
+    int parties = 0;
+    std::map<int, Arrival> waiting;
+    std::set<std::pair<int, uint64_t>> released;
+    std::chrono::steady_clock::time_point released_at;
+  };
   std::mutex mu_;
-  std::map<std::string, std::vector<BarrierCall*>> waiting_;
+  std::map<std::string, Barrier> barriers_;
 };
 
 class BarrierCall final : public CallData {
@@ -338,19 +391,12 @@ class BarrierCall final : public CallData {
     }
     new BarrierCall(service_, cq_, barriers_);
     done_ = true;
-    if (request_.parties() < 1) {
-      responder_.FinishWithError(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "barrier needs parties >= 1"), this);
-      return;
+    grpc::Status status = barriers_->Poll(request_, &reply_);
+    if (status.ok()) {
+      responder_.Finish(reply_, status, this);
+    } else {
+      responder_.FinishWithError(status, this);
     }
-    // A caller that gives up (deadline) is released at shutdown or with the next group; its
-    // Finish then fails harmlessly.
-    auto release = barriers_->Arrive(request_.name(), request_.parties(), this);
-    for (BarrierCall* c : release) c->Release(static_cast<int>(release.size()));
-  }
-  void Release(int arrived) {
-    reply_.set_arrived(arrived);
-    responder_.Finish(reply_, grpc::Status::OK, this);
   }
 
  private:
@@ -367,29 +413,33 @@ class BarrierCall final : public CallData {
 // gRPC reports a busy port only through its log; bind once ourselves to name the errno.
 absl::Status ProbePort(const std::string& host, int port) {
   if (port == 0) return absl::OkStatus();
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  bool v6 = fd >= 0;
-  if (!v6) fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::OkStatus();
-  int rc;
-  if (v6) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    a.sin6_addr = in6addr_any;
-    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v6);
   } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    return absl::OkStatus();  // a host name: gRPC resolves it and reports failures itself
   }
+  int fd = socket(addr.ss_family, SOCK_STREAM, 0);
+  if (fd < 0) return absl::OkStatus();
+  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
   int err = errno;
   close(fd);
   if (rc != 0 && err == EADDRINUSE) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("cannot listen on %s:%d: port already in use", host, port));
+        absl::StrFormat("cannot listen on %s: port %d already in use", host, port));
+  }
+  if (rc != 0 && err == EADDRNOTAVAIL) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot listen on %s: not an address of this machine", host));
   }
   return absl::OkStatus();
 }
@@ -438,21 +488,7 @@ class GrpcServer final : public Server {
       new BarrierCall(&control_service_, cq.get(), &barriers_);
     }
     for (auto& cq : cqs_) {
-      threads_.emplace_back([q = cq.get(), busy = options_.busy_poll] {
-        void* tag;
-        bool ok;
-        if (!busy) {
-          while (q->Next(&tag, &ok)) static_cast<CallData*>(tag)->Proceed(ok);
-          return;
-        }
-        // A deadline in the past makes AsyncNext poll once without sleeping.
-        const std::chrono::system_clock::time_point past{};
-        while (true) {
-          auto status = q->AsyncNext(&tag, &ok, past);
-          if (status == grpc::CompletionQueue::SHUTDOWN) return;
-          if (status == grpc::CompletionQueue::GOT_EVENT) static_cast<CallData*>(tag)->Proceed(ok);
-        }
-      });
+      threads_.emplace_back([this, q = cq.get()] { Serve(q); });
     }
     started_ = true;
     return bound_port;
@@ -472,10 +508,40 @@ class GrpcServer final : public Server {
   }
 
  private:
+  void Serve(grpc::ServerCompletionQueue* q) {
+    void* tag;
+    bool ok;
+    auto handle = [this](void* tag, bool ok) {
+      // Proceed may start an operation; none may start once the queues are shutting down.
+      std::shared_lock lock(lifecycle_);
+      auto* call = static_cast<CallData*>(tag);
+      if (stopping_) {
+        delete call;
+      } else {
+        call->Proceed(ok);
+      }
+    };
+    if (!options_.busy_poll) {
+      while (q->Next(&tag, &ok)) handle(tag, ok);
+      return;
+    }
+    // A deadline in the past makes AsyncNext poll once without sleeping.
+    const std::chrono::system_clock::time_point past{};
+    while (true) {
+      auto status = q->AsyncNext(&tag, &ok, past);
+      if (status == grpc::CompletionQueue::SHUTDOWN) return;
+      if (status == grpc::CompletionQueue::GOT_EVENT) handle(tag, ok);
+    }
+  }
+
   void Stop() {
     if (!started_) return;
-    // Calls still in flight (e.g. a barrier nobody completes) are cancelled after a grace.
+    // Cancels what is still in flight; each call then gets one last event and is deleted.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    {
+      std::unique_lock lock(lifecycle_);
+      stopping_ = true;
+    }
     for (auto& cq : cqs_) cq->Shutdown();
     for (auto& t : threads_) t.join();
   }
@@ -494,6 +560,8 @@ class GrpcServer final : public Server {
   bool shutdown_requested_ = false;
   bool started_ = false;
   std::once_flag stop_once_;
+  std::shared_mutex lifecycle_;
+  bool stopping_ = false;
 };
 
 }  // namespace
