@@ -142,7 +142,13 @@ json AggregateThroughput(const std::vector<json>& workers) {
   uint64_t iterations = 0, bytes = 0;
   json per_worker = json::array();
   json worker_cpu = json::array();
+  // Operations each PS served, summed over the workers (not worker 0's own counts).
+  std::vector<uint64_t> rpc_per_ps;
   for (const json& w : workers) {
+    if (auto it = w.find("rpc_per_ps"); it != w.end() && it->is_array()) {
+      rpc_per_ps.resize(std::max(rpc_per_ps.size(), it->size()), 0);
+      for (size_t i = 0; i < it->size(); ++i) rpc_per_ps[i] += (*it)[i].get<uint64_t>();
+    }
     iterations += w.value("iterations", uint64_t{0});
     bytes += w.value("bytes", uint64_t{0});
     first_start = std::min(first_start, w.value("start_unix_s", 0.0));
@@ -168,6 +174,7 @@ json AggregateThroughput(const std::vector<json>& workers) {
   total["rpc_per_s"] = span > 0 ? static_cast<double>(iterations) / span : 0.0;
   total["mb_per_s"] = span > 0 ? static_cast<double>(bytes) / span / 1e6 : 0.0;
   total["sum_of_worker_rpc_per_s"] = rate_sum;
+  total["rpc_per_ps"] = rpc_per_ps;
   total["worst_worker_p99_us"] = worst_p99;
   total["per_worker"] = per_worker;
   total["cpu"]["workers"] = worker_cpu;

@@ -1,0 +1,262 @@
+// Bad input: every binary refuses it before doing anything, with exit status 2 and exactly
+// one line on stderr that names the problem.
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/run_helpers.h"
+
+namespace psbench::testing {
+namespace {
+
+enum class Tool { kWorker, kRun, kPs };
+
+struct BadInput {
+  std::string name;                   // test name suffix
+  Tool tool;
+  Argv args;                          // "$DIR" stands for the test's temporary directory
+  std::vector<std::string> keywords;  // the stderr line must contain every one ("$DIR" too)
+};
+
+// How gtest shows a case (also in ctest's test names): the tool and its flags.
+void PrintTo(const BadInput& c, std::ostream* os) {
+  *os << (c.tool == Tool::kWorker ? "psbench-worker"
+          : c.tool == Tool::kRun  ? "psbench run"
+                                  : "psbench-ps");
+  for (std::string a : c.args) {
+    for (size_t at; (at = a.find("$DIR/")) != std::string::npos;) a.erase(at, 5);
+    *os << " " << a;
+  }
+}
+
+std::string Expand(std::string text, const std::string& dir) {
+  for (size_t at; (at = text.find("$DIR")) != std::string::npos;) text.replace(at, 4, dir);
+  return text;
+}
+
+// Exit 2, one line on stderr starting with "<program>: " and holding every keyword, nothing
+// on stdout.
+void ExpectUsageError(const RunResult& r, const std::string& program,
+                      const std::vector<std::string>& keywords) {
+  EXPECT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  std::vector<std::string> lines = r.ErrLines();
+  ASSERT_EQ(lines.size(), 1u) << "exactly one line on stderr\n" << r.Describe();
+  EXPECT_EQ(lines[0].rfind(program + ": ", 0), 0u) << r.Describe();
+  EXPECT_GT(lines[0].size(), program.size() + 2) << r.Describe();
+  for (const std::string& k : keywords) {
+    EXPECT_NE(lines[0].find(k), std::string::npos) << "names '" << k << "'\n" << r.Describe();
+  }
+  EXPECT_EQ(r.out, "") << "nothing on stdout\n" << r.Describe();
+}
+
+class BadInputTest : public IntegrationTest, public ::testing::WithParamInterface<BadInput> {
+ protected:
+  void SetUp() override {
+    IntegrationTest::SetUp();
+    tmp_.Write("invalid.json", "{\"groups\": [1, 2,");
+    tmp_.Write("object.json", R"({"model": "none", "layers": 3})");
+    tmp_.Write("groups-not-list.json", R"({"groups": 5})");
+    tmp_.Write("mixed.json", "[[10, 20], 30]");
+    tmp_.Write("string.json", "\"10K\"");
+    tmp_.Write("empty.json", "[]");
+    tmp_.Write("negative.json", "[10, 1024, -5]");
+    tmp_.Write("negative-tensor.json", R"([{"name": "w", "bytes": -1}])");
+    tmp_.Write("huge.json", "[2147483648]");
+  }
+
+  TempDir tmp_;
+  // Where a worker would connect if it wrongly accepted the input: refused, so such a bug
+  // shows up as the wrong message, not as a hang.
+  ClosedPort nobody_;
+};
+
+TEST_P(BadInputTest, ExitsTwoWithOneLineNamingTheProblem) {
+  const BadInput& c = GetParam();
+  Argv args;
+  std::string program;
+  switch (c.tool) {
+    case Tool::kWorker:
+      program = "psbench-worker";
+      args = WorkerArgv(nobody_.address(), {"--connect-timeout=2s", "--benchmark=latency",
+                                            "--warmup=0s", "--iterations=3"});
+      break;
+    case Tool::kRun:
+      program = "psbench";
+      args = RunArgv({"--benchmark=latency", "--warmup=0s", "--iterations=3"});
+      break;
+    case Tool::kPs:
+      program = "psbench-ps";
+      args = PsArgv({"--host=127.0.0.1", "--port=0"});
+      break;
+  }
+  for (const auto& a : c.args) args.push_back(Expand(a, tmp_.path()));
+  std::vector<std::string> keywords;
+  for (const auto& k : c.keywords) keywords.push_back(Expand(k, tmp_.path()));
+  ExpectUsageError(RunCommand(args, seconds(30)), program, keywords);
+}
+
+// Cases that mean the same for psbench-worker and psbench run (the scenario flags).
+const std::vector<BadInput> kScenarioCases = {
+    {"UnknownScheme", {}, {"--scheme=zipf"}, {"--scheme=zipf", "unknown scheme"}},
+    {"UnknownFlag", {}, {"--no-such-flag=1"}, {"unknown flag", "--no-such-flag"}},
+    {"FlagWithoutValue", {}, {"--iterations"}, {"--iterations", "needs a value"}},
+    {"UnknownBenchmark", {}, {"--benchmark=echo"}, {"--benchmark=echo"}},
+    {"UnknownMode", {}, {"--mode=fast"}, {"--mode=fast"}},
+    {"UnknownTransport", {}, {"--transport=rdma"}, {"--transport=rdma"}},
+    {"MediumOutsideMedium", {}, {"--medium=2M"}, {"--medium", "Medium"}},
+    {"SmallZero", {}, {"--small=0"}, {"--small", "Small"}},
+    {"LargeAboveTenMiB", {}, {"--large=11M"}, {"--large", "Large"}},
+    {"SizeTypo", {}, {"--small=10X"}, {"--small=10X", "suffix"}},
+    {"NegativeSize", {}, {"--medium=-4K"}, {"--medium"}},
+    {"RandomWithOneCategory", {}, {"--scheme=random", "--categories=L"},
+     {"--scheme=random", "categories"}},
+    {"SkewWithOneCategory", {}, {"--scheme=skew", "--categories=M"},
+     {"--scheme=skew", "categories"}},
+    {"SkewBiasNotChosen", {}, {"--scheme=skew", "--skew-bias=small", "--categories=M,L"},
+     {"--skew-bias=small", "--categories=M,L"}},
+    {"UnknownSkewBias", {}, {"--skew-bias=huge"}, {"--skew-bias=huge"}},
+    {"UnknownCategory", {}, {"--categories=S,X"}, {"--categories=S,X"}},
+    {"RepeatedCategory", {}, {"--categories=S,S"}, {"--categories=S,S", "twice"}},
+    {"EmptyCategories", {}, {"--categories="}, {"--categories"}},
+    {"ZeroBuffers", {}, {"--buffers=0"}, {"--buffers"}},
+    {"TooManyBuffers", {}, {"--buffers=100001"}, {"--buffers"}},
+    {"SweepMaxBelowMin", {}, {"--sizes=4K:1K"}, {"--sizes=4K:1K", "MAX"}},
+    {"SweepNotMinMax", {}, {"--sizes=abc"}, {"--sizes=abc"}},
+    {"SweepWithScheme", {}, {"--sizes=1:4K", "--scheme=skew"}, {"--sizes", "--scheme"}},
+    {"MissingTraceFile", {}, {"--scheme=trace", "--trace=$DIR/missing.json"},
+     {"$DIR/missing.json", "cannot open"}},
+    {"TraceIsNotJson", {}, {"--scheme=trace", "--trace=$DIR/invalid.json"},
+     {"$DIR/invalid.json", "not valid JSON"}},
+    {"TraceObjectOfWrongShape", {}, {"--scheme=trace", "--trace=$DIR/object.json"},
+     {"$DIR/object.json", "'groups'", "'params'"}},
+    {"TraceGroupsNotAList", {}, {"--scheme=trace", "--trace=$DIR/groups-not-list.json"},
+     {"$DIR/groups-not-list.json", "'groups' must be a list"}},
+    {"TraceMixesGroupsAndSizes", {}, {"--scheme=trace", "--trace=$DIR/mixed.json"},
+     {"$DIR/mixed.json", "entry 1"}},
+    {"TraceIsAString", {}, {"--scheme=trace", "--trace=$DIR/string.json"}, {"$DIR/string.json"}},
+    {"TraceIsEmpty", {}, {"--scheme=trace", "--trace=$DIR/empty.json"},
+     {"$DIR/empty.json", "no tensors"}},
+    {"TraceNegativeSize", {}, {"--scheme=trace", "--trace=$DIR/negative.json"},
+     {"$DIR/negative.json", "entry 2", "-5"}},
+    {"TraceNegativeTensorBytes", {}, {"--scheme=trace", "--trace=$DIR/negative-tensor.json"},
+     {"$DIR/negative-tensor.json", "entry 0", "'bytes'"}},
+    {"TraceTensorAboveOneGiB", {}, {"--scheme=trace", "--trace=$DIR/huge.json"},
+     {"$DIR/huge.json", "2147483648"}},
+    {"TraceSchemeWithoutFile", {}, {"--scheme=trace"}, {"--scheme=trace", "--trace"}},
+    {"TraceWithoutTraceScheme", {}, {"--trace=$DIR/negative.json"}, {"--trace", "--scheme=trace"}},
+    {"ZeroIterations", {}, {"--iterations=0"}, {"--iterations"}},
+    {"NegativeWarmupIterations", {}, {"--warmup-iterations=-1"}, {"--warmup-iterations"}},
+    {"NegativeWarmup", {}, {"--warmup=-1s"}, {"--warmup"}},
+    {"DurationAndIterations", {}, {"--duration=1s"}, {"--duration", "--iterations"}},
+    {"ZeroWindow", {}, {"--window=0"}, {"--window"}},
+    {"ZeroOutstanding", {}, {"--outstanding=0"}, {"--outstanding"}},
+    {"ZeroRpcTimeout", {}, {"--rpc-timeout=0s"}, {"--rpc-timeout"}},
+    {"UnwritableJson", {}, {"--json=$DIR/no/such/dir/out.jsonl"}, {"--json", "$DIR/no/such/dir"}},
+};
+
+std::vector<BadInput> ForTool(Tool tool, const std::vector<BadInput>& cases) {
+  std::vector<BadInput> out = cases;
+  for (auto& c : out) c.tool = tool;
+  return out;
+}
+
+const std::vector<BadInput> kWorkerCases = {
+    {"CpuOutOfRange", Tool::kWorker, {"--cpu=99"}, {"--cpu=99"}},
+    {"PsMissing", Tool::kWorker, {"--ps="}, {"--ps"}},
+    {"PsWithoutPort", Tool::kWorker, {"--ps=localhost"}, {"--ps", "localhost", "host:port"}},
+    {"LatencyWithTwoPs", Tool::kWorker, {"--ps=127.0.0.1:1,127.0.0.1:2"},
+     {"--benchmark=latency", "one PS"}},
+    {"BandwidthWithTwoPs", Tool::kWorker,
+     {"--benchmark=bandwidth", "--ps=127.0.0.1:1,127.0.0.1:2"},
+     {"--benchmark=bandwidth", "one PS"}},
+    {"WorkerIndexOutOfRange", Tool::kWorker, {"--num-workers=2", "--worker-index=2"},
+     {"--worker-index"}},
+    {"UnreadableScenario", Tool::kWorker, {"--scenario=$DIR/missing.json"}, {"--scenario"}},
+    {"PositionalArgument", Tool::kWorker, {"extra"}, {"unexpected argument 'extra'"}},
+};
+
+const std::vector<BadInput> kRunCases = {
+    {"WorkerCpuOutOfRange", Tool::kRun, {"--worker-cpu=99"}, {"--worker-cpu=99"}},
+    {"PsCpuOutOfRange", Tool::kRun, {"--ps-cpu=99"}, {"--ps-cpu=99"}},
+    {"CpuIsNotARunFlag", Tool::kRun, {"--cpu=0"}, {"unknown flag", "--cpu"}},
+    {"LatencyWithTwoPs", Tool::kRun, {"--num-ps=2"}, {"--benchmark=latency", "--num-ps"}},
+    {"LatencyWithTwoWorkers", Tool::kRun, {"--num-workers=2"}, {"--num-workers"}},
+    {"ZeroPs", Tool::kRun, {"--benchmark=throughput", "--num-ps=0"}, {"--num-ps"}},
+    {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
+};
+
+const std::vector<BadInput> kPsCases = {
+    {"PortOutOfRange", Tool::kPs, {"--port=99999"}, {"--port=99999"}},
+    {"ZeroThreads", Tool::kPs, {"--threads=0"}, {"--threads"}},
+    {"CpuOutOfRange", Tool::kPs, {"--cpu=99"}, {"--cpu=99"}},
+    {"NegativeFaultRate", Tool::kPs, {"--fault-corrupt-every=-1"}, {"--fault-corrupt-every"}},
+    {"WorkerFlag", Tool::kPs, {"--benchmark=latency"}, {"unknown flag", "--benchmark"}},
+    {"UnknownTransport", Tool::kPs, {"--transport=rdma"}, {"rdma"}},
+};
+
+std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Worker, BadInputTest,
+                         ::testing::ValuesIn(ForTool(Tool::kWorker, kScenarioCases)), CaseName);
+INSTANTIATE_TEST_SUITE_P(Run, BadInputTest,
+                         ::testing::ValuesIn(ForTool(Tool::kRun, kScenarioCases)), CaseName);
+INSTANTIATE_TEST_SUITE_P(WorkerOnly, BadInputTest, ::testing::ValuesIn(kWorkerCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(RunOnly, BadInputTest, ::testing::ValuesIn(kRunCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Ps, BadInputTest, ::testing::ValuesIn(kPsCases), CaseName);
+
+// --- cases that need a process or a socket ----------------------------------------------------
+
+class BadInputProcessTest : public IntegrationTest {};
+
+TEST_F(BadInputProcessTest, RunWithoutCommand) {
+  ExpectUsageError(RunCommand({BinPath("psbench")}, seconds(10)), "psbench", {"missing command"});
+  ExpectUsageError(RunCommand({BinPath("psbench"), "bench"}, seconds(10)), "psbench",
+                   {"unknown command 'bench'"});
+}
+
+// The tour (no --benchmark) includes the skew scheme, so its bias must be among the categories.
+TEST_F(BadInputProcessTest, TourChecksEverySchemeItWillRun) {
+  ExpectUsageError(RunCommand(RunArgv({"--skew-bias=small", "--categories=M,L", "--warmup=0s",
+                                       "--duration=0.1s"}),
+                              seconds(60)),
+                   "psbench", {"--skew-bias=small", "--categories=M,L"});
+}
+
+TEST_F(BadInputProcessTest, UnreachablePsIsNamed) {
+  ClosedPort nobody;
+  const Argv flags = {"--benchmark=latency", "--connect-timeout=1s", "--iterations=3"};
+  RunResult r = RunCommand(WorkerArgv(nobody.address(), flags), seconds(20));
+  ExpectUsageError(r, "psbench-worker", {nobody.address(), "1s"});
+  EXPECT_LT(r.seconds, 10) << "gives up after --connect-timeout";
+}
+
+TEST_F(BadInputProcessTest, UnreachableSecondPsIsTheOneNamed) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  ClosedPort nobody;
+  RunResult r = RunCommand(WorkerArgv(ps->address() + "," + nobody.address(),
+                                      {"--benchmark=throughput", "--connect-timeout=1s",
+                                       "--iterations=3"}),
+                           seconds(20));
+  ExpectUsageError(r, "psbench-worker", {nobody.address()});
+  EXPECT_EQ(r.err.find(ps->address()), std::string::npos) << "names only the unreachable PS";
+  EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
+}
+
+TEST_F(BadInputProcessTest, PsPortInUse) {
+  auto first = PsServer::Start();
+  ASSERT_TRUE(first);
+  const std::string port = std::to_string(first->port());
+  ExpectUsageError(RunCommand(PsArgv({"--host=127.0.0.1", "--port=" + port}), seconds(20)),
+                   "psbench-ps", {"in use", "127.0.0.1", port});
+  ExpectUsageError(RunCommand(PsArgv({"--host=0.0.0.0", "--port=" + port}), seconds(20)),
+                   "psbench-ps", {"in use", port});
+  EXPECT_TRUE(first->process().Running()) << "the first PS keeps serving";
+  EXPECT_EQ(first->process().Stop(SIGTERM), 0);
+}
+
+}  // namespace
+}  // namespace psbench::testing
