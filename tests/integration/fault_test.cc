@@ -219,3 +219,60 @@ INSTANTIATE_TEST_SUITE_P(Signals, RunSignalTest, ::testing::Values(SIGTERM, SIGI
 
 }  // namespace
 }  // namespace psbench::testing
+
+namespace psbench::testing {
+namespace {
+
+// Throughput workers meet at barriers on PS 0. A worker that died while waiting must not be
+// counted, and two live workers with one index are an error, not a silent half-run.
+class BarrierTest : public IntegrationTest {
+ protected:
+  Argv Worker(const std::string& ps, int index) {
+    return WorkerArgv(ps, {"--benchmark=throughput", "--num-workers=2",
+                           "--worker-index=" + std::to_string(index), "--iterations=20",
+                           "--warmup-iterations=0", "--quiet", "--connect-timeout=2s"});
+  }
+};
+
+TEST_F(BarrierTest, DeadWorkerIsNotCounted) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  {
+    Process dying(Worker(ps->address(), 1));
+    std::this_thread::sleep_for(milliseconds(500));
+    ASSERT_TRUE(dying.Running()) << dying.Stderr();
+    dying.Signal(SIGKILL);
+    EXPECT_EQ(dying.Wait(seconds(5)), 128 + SIGKILL);
+  }
+  std::this_thread::sleep_for(seconds(1));
+  // Alone, worker 0 must wait (the dead worker 1 does not count); with a new worker 1 the
+  // pair runs.
+  Process zero(Worker(ps->address(), 0));
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_TRUE(zero.Running()) << "worker 0 passed the barrier alone: " << zero.Stderr();
+  RunResult one = RunCommand(Worker(ps->address(), 1), seconds(30));
+  EXPECT_EQ(one.exit_code, 0) << one.Describe();
+  EXPECT_EQ(zero.Wait(seconds(30)), 0) << zero.Stderr();
+}
+
+TEST_F(BarrierTest, DuplicateWorkerIndexIsAnError) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  Process a(Worker(ps->address(), 0));
+  Process b(Worker(ps->address(), 0));
+  // Whichever sees the other first fails; the survivor may be the real worker 0 and waits.
+  Process* failed = nullptr;
+  for (auto deadline = Clock::now() + seconds(10); !failed && Clock::now() < deadline;) {
+    if (!a.Running()) failed = &a;
+    else if (!b.Running()) failed = &b;
+    else std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_NE(failed, nullptr) << "neither worker noticed the duplicate index";
+  EXPECT_EQ(failed->Poll(), 1);
+  std::string err = failed->Stderr();
+  EXPECT_EQ(Lines(err).size(), 1u) << err;
+  EXPECT_NE(err.find("--worker-index=0"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace psbench::testing

@@ -312,7 +312,9 @@ class Barriers {
  public:
   grpc::Status Poll(const wire::BarrierRequest& r, wire::BarrierReply* reply) {
     using Clock = std::chrono::steady_clock;
-    constexpr auto kLease = std::chrono::seconds(2);
+    // Live callers poll every millisecond; a lease this short keeps a worker that just died
+    // from being counted, and is still far above any scheduling hiccup.
+    constexpr auto kLease = std::chrono::milliseconds(500);
     constexpr auto kDuplicate = std::chrono::milliseconds(250);
     constexpr auto kForget = std::chrono::seconds(60);
     if (r.parties() < 1 || r.worker_index() < 0 || r.worker_index() >= r.parties()) {
