@@ -88,16 +88,6 @@ absl::Status ValidateScenario(const Scenario& s) {
   return absl::OkStatus();
 }
 
-namespace {
-std::string CategoryList(const std::vector<Category>& cats) {
-  std::string out;
-  for (Category c : cats) {
-    if (!out.empty()) out += ',';
-    out += CategoryLetter(c);
-  }
-  return out;
-}
-}  // namespace
 
 nlohmann::json ScenarioToJson(const Scenario& s) {
   nlohmann::json j = {
@@ -105,7 +95,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"transport", s.transport},
       {"mode", WireModeName(s.mode)},
       {"scheme", SchemeName(s.payload.scheme)},
-      {"categories", CategoryList(s.payload.categories)},
+      {"categories", CategoriesText(s.payload.categories)},
       {"small", s.payload.small_bytes},
       {"medium", s.payload.medium_bytes},
       {"large", s.payload.large_bytes},

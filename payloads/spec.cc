@@ -1,3 +1,4 @@
+#include "payloads/cat.h"
 #include "payloads/spec.h"
 
 #include <algorithm>
@@ -13,14 +14,7 @@
 namespace psbench {
 namespace {
 
-// absl::StrCat does not take std::string_view with Debian's Abseil (its string_view is a
-// separate class), so concatenate through fmt.
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (out.append(fmt::format("{}", args)), ...);
-  return out;
-}
+using payloads_internal::Cat;
 
 // Large enough for any realistic model (Inception-v3 has 284 tensors), small enough that a
 // typo cannot ask for millions of iovec entries.
@@ -52,14 +46,6 @@ std::string_view SizeFlag(Category c) {
   return "--?";
 }
 
-std::string CategoriesText(const std::vector<Category>& categories) {
-  std::string out;
-  for (Category c : categories) {
-    if (!out.empty()) out += ',';
-    out += CategoryLetter(c);
-  }
-  return out;
-}
 
 bool Contains(const std::vector<Category>& categories, Category c) {
   return std::find(categories.begin(), categories.end(), c) != categories.end();
@@ -401,6 +387,15 @@ PayloadPlan SingleBufferPlan(uint64_t bytes) {
   PayloadPlan plan;
   plan.payloads.push_back({BufferPlan{bytes, ""}});
   return plan;
+}
+
+std::string CategoriesText(const std::vector<Category>& categories) {
+  std::string out;
+  for (Category c : categories) {
+    if (!out.empty()) out += ',';
+    out += CategoryLetter(c);
+  }
+  return out;
 }
 
 }  // namespace psbench

@@ -48,6 +48,9 @@ struct PayloadSpec {
 // "--medium=2M is outside the Medium category [1KiB, 1MiB)".
 absl::Status ValidateSpec(const PayloadSpec& spec);
 
+// "S,M,L" for the given categories; ParseCategories reads it back.
+std::string CategoriesText(const std::vector<Category>& categories);
+
 // Parses "S,M,L" (any non-empty subset, any order, no repeats).
 absl::StatusOr<std::vector<Category>> ParseCategories(std::string_view text);
 

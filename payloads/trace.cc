@@ -13,19 +13,13 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "payloads/cat.h"
 #include "payloads/spec.h"
 
 namespace psbench {
 namespace {
 
-// absl::StrCat does not take std::string_view with Debian's Abseil (its string_view is a
-// separate class), so concatenate through fmt.
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (out.append(fmt::format("{}", args)), ...);
-  return out;
-}
+using payloads_internal::Cat;
 
 using json = nlohmann::json;
 

@@ -20,6 +20,7 @@
 #include <set>
 #include <shared_mutex>
 #include <thread>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -182,25 +183,30 @@ absl::Status VerifyMessage(const wire::PayloadMessage& m, std::vector<uint64_t>*
   return CompareChecksums(sent, *computed, sizes);
 }
 
-class SerializedEchoCall final : public CallData {
+// Serialized Echo and Push: one state machine, differing only in the reply.
+template <typename Reply, auto kRequestMethod>
+class SerializedCall final : public CallData {
  public:
-  SerializedEchoCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
-                     Counters* counters)
+  SerializedCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
+                 Counters* counters)
       : service_(service), cq_(cq), counters_(counters), responder_(&context_) {
-    service_->RequestEcho(&context_, &request_, &responder_, cq_, cq_, this);
+    (service_->*kRequestMethod)(&context_, &request_, &responder_, cq_, cq_, this);
   }
   void Proceed(bool ok) override {
     if (!ok || done_) {
       delete this;
       return;
     }
-    new SerializedEchoCall(service_, cq_, counters_);
+    new SerializedCall(service_, cq_, counters_);
     done_ = true;
+    constexpr bool kEcho = std::is_same_v<Reply, wire::PayloadMessage>;
+    // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
     bool corrupt = counters_->ShouldCorrupt();
+    if (corrupt && !kEcho) CorruptMessage(&request_);
     std::vector<uint64_t> computed;
     uint64_t bytes;
     absl::Status s = VerifyMessage(request_, &computed, &bytes);
-    if (corrupt) CorruptMessage(&request_);
+    if (corrupt && kEcho) CorruptMessage(&request_);
     if (!s.ok()) {
       responder_.FinishWithError(
           grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
@@ -208,7 +214,13 @@ class SerializedEchoCall final : public CallData {
     }
     counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
-    responder_.Finish(request_, grpc::Status::OK, this);
+    if constexpr (kEcho) {
+      responder_.Finish(request_, grpc::Status::OK, this);
+    } else {
+      reply_.set_bytes_received(bytes);
+      for (uint64_t c : computed) reply_.add_checksums(c);
+      responder_.Finish(reply_, grpc::Status::OK, this);
+    }
   }
 
  private:
@@ -217,50 +229,14 @@ class SerializedEchoCall final : public CallData {
   Counters* counters_;
   grpc::ServerContext context_;
   wire::PayloadMessage request_;
-  grpc::ServerAsyncResponseWriter<wire::PayloadMessage> responder_;
+  Reply reply_;
+  grpc::ServerAsyncResponseWriter<Reply> responder_;
   bool done_ = false;
 };
-
-class SerializedPushCall final : public CallData {
- public:
-  SerializedPushCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
-                     Counters* counters)
-      : service_(service), cq_(cq), counters_(counters), responder_(&context_) {
-    service_->RequestPush(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new SerializedPushCall(service_, cq_, counters_);
-    done_ = true;
-    if (counters_->ShouldCorrupt()) CorruptMessage(&request_);
-    std::vector<uint64_t> computed;
-    uint64_t bytes;
-    absl::Status s = VerifyMessage(request_, &computed, &bytes);
-    if (!s.ok()) {
-      responder_.FinishWithError(
-          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
-      return;
-    }
-    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
-    reply_.set_bytes_received(bytes);
-    for (uint64_t c : computed) reply_.add_checksums(c);
-    responder_.Finish(reply_, grpc::Status::OK, this);
-  }
-
- private:
-  wire::PsData::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Counters* counters_;
-  grpc::ServerContext context_;
-  wire::PayloadMessage request_;
-  wire::AckMessage reply_;
-  grpc::ServerAsyncResponseWriter<wire::AckMessage> responder_;
-  bool done_ = false;
-};
+using SerializedEchoCall =
+    SerializedCall<wire::PayloadMessage, &wire::PsData::AsyncService::RequestEcho>;
+using SerializedPushCall =
+    SerializedCall<wire::AckMessage, &wire::PsData::AsyncService::RequestPush>;
 
 class InfoCall final : public CallData {
  public:
