@@ -41,11 +41,12 @@ trap 'exit 130' INT TERM
 # Starts a server on port 0 and sets $port from its "listening on" line.
 start_server() {
   local bin=$1
+  : >"$tmp/$bin.out"
   "$build/bin/$bin" --server --port=0 "${server_pin[@]}" >"$tmp/$bin.out" 2>"$tmp/$bin.err" &
   server_pid=$!
   local line=""
   for _ in $(seq 100); do
-    line=$(head -n 1 "$tmp/$bin.out")
+    line=$(head -n 1 "$tmp/$bin.out" 2>/dev/null || true)
     [[ -n "$line" ]] && break
     if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
     sleep 0.1

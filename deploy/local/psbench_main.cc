@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -198,6 +199,30 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   return results;
 }
 
+// Busy-polling processes that share a CPU take turns by the scheduler's time slice, which
+// turns microseconds into milliseconds: say so before measuring.
+void WarnIfSpinnersShareCpus(const Options& o) {
+  auto cpus = [](const std::string& list) {
+    std::set<int> out;
+    auto parsed = ParseCpuList(list.empty() ? CurrentAffinity() : list);
+    if (parsed.ok()) out.insert(parsed->begin(), parsed->end());
+    return out;
+  };
+  std::set<int> ps = cpus(o.ps_cpu), workers = cpus(o.worker_cpu), all = ps;
+  all.insert(workers.begin(), workers.end());
+  size_t spinners = static_cast<size_t>(o.num_ps + o.num_workers);
+  bool shared = !o.ps_cpu.empty() && !o.worker_cpu.empty()
+                    ? std::any_of(ps.begin(), ps.end(), [&](int c) { return workers.contains(c); })
+                    : all.size() < spinners;
+  if (shared) {
+    fmt::print(stderr,
+               "{}: warning: --busy-poll with PS and workers sharing CPUs: spinning processes "
+               "will wait for each other's time slices; give each its own CPU "
+               "(--ps-cpu, --worker-cpu)\n",
+               kProgram);
+  }
+}
+
 struct Headline {
   std::string scheme;
   std::map<std::string, std::string> by_benchmark;
@@ -244,6 +269,7 @@ int Main(int argc, char** argv) {
 
   auto base = ScenarioFromFlags();
   if (!base.ok()) Die(kProgram, base.status(), kExitUsage);
+  if (base->busy_poll) WarnIfSpinnersShareCpus(o);
 
   // What to run: the chosen benchmark and scheme, or the tour over what was not chosen.
   bool tour = !FlagWasSet("benchmark");
