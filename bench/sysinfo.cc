@@ -17,9 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-#ifndef PSBENCH_VERSION
-#define PSBENCH_VERSION "unknown"
-#endif
+#include "psbench_version.h"
 
 namespace psbench {
 
