@@ -246,7 +246,7 @@ int Main(int argc, char** argv) {
   o.worker_cpu = absl::GetFlag(FLAGS_worker_cpu);
   o.ps_threads = absl::GetFlag(FLAGS_ps_threads);
   o.timeout = absl::GetFlag(FLAGS_timeout);
-  if (o.timeout < absl::ZeroDuration()) Die(kProgram, "--timeout must be positive", kExitUsage);
+  if (o.timeout < absl::ZeroDuration()) Die(kProgram, "--timeout must not be negative (0 = derived from the scenario)", kExitUsage);
   if (o.num_ps < 1 || o.num_ps > 64) Die(kProgram, "--num-ps must be in [1, 64]", kExitUsage);
   if (o.num_workers < 1 || o.num_workers > 256) {
     Die(kProgram, "--num-workers must be in [1, 256]", kExitUsage);
