@@ -104,19 +104,21 @@ Io write_all(int fd, iovec* iov, int cnt) {
   return Io::kOk;
 }
 
+// What a failed read (n <= 0) means `got` bytes into a message: the peer closing before a
+// message's first byte is a clean end (kEof), anywhere later a reset.
+Io read_failure(ssize_t n, size_t got) {
+  if (n < 0) return Io::kError;
+  errno = ECONNRESET;  // closed mid-message
+  return got == 0 ? Io::kEof : Io::kError;
+}
+
 // Returns kEof only when the peer closed before sending any byte of it.
 Io read_exact(int fd, void* buf, size_t len) {
   size_t got = 0;
   while (got < len) {
     ssize_t n = recv(fd, static_cast<char*>(buf) + got, len - got, MSG_WAITALL);
-    if (n < 0) {
-      if (errno == EINTR && !g_stop) continue;
-      return Io::kError;
-    }
-    if (n == 0) {
-      errno = ECONNRESET;  // closed mid-message
-      return got == 0 ? Io::kEof : Io::kError;
-    }
+    if (n < 0 && errno == EINTR && !g_stop) continue;
+    if (n <= 0) return read_failure(n, got);
     got += static_cast<size_t>(n);
   }
   return Io::kOk;
@@ -150,14 +152,8 @@ Io read_frame(int fd, Buffer& buf, uint64_t& len, bool greedy) {
   while (got < sizeof(hdr)) {
     iovec iov[2] = {{reinterpret_cast<char*>(&hdr) + got, sizeof(hdr) - got}, {buf.data.get(), buf.cap}};
     ssize_t n = readv(fd, iov, greedy && buf.cap > 0 ? 2 : 1);
-    if (n < 0) {
-      if (errno == EINTR && !g_stop) continue;
-      return Io::kError;
-    }
-    if (n == 0) {
-      errno = ECONNRESET;  // closed mid-message
-      return got == 0 ? Io::kEof : Io::kError;
-    }
+    if (n < 0 && errno == EINTR && !g_stop) continue;
+    if (n <= 0) return read_failure(n, got);
     got += static_cast<size_t>(n);
   }
   len = hdr;
