@@ -1,5 +1,7 @@
 #include "bench/scenario.h"
 
+#include "transports/rdma_flags.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "payloads/size.h"
@@ -119,6 +121,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"rpc_timeout_s", absl::ToDoubleSeconds(s.rpc_timeout)},
   };
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
+  if (s.transport == "grpc+verbs") j["rdma"] = RdmaOptionsToJson(s.rdma);
   return j;
 }
 
@@ -161,6 +164,11 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.run_id = j.at("run_id").get<std::string>();
     s.connect_timeout = absl::Seconds(j.at("connect_timeout_s").get<double>());
     s.rpc_timeout = absl::Seconds(j.at("rpc_timeout_s").get<double>());
+    if (j.contains("rdma")) {
+      auto rdma = RdmaOptionsFromJson(j["rdma"]);
+      if (!rdma.ok()) return rdma.status();
+      s.rdma = *rdma;
+    }
     if (j.contains("sizes")) {
       s.sweep = std::make_pair(j["sizes"].at(0).get<uint64_t>(), j["sizes"].at(1).get<uint64_t>());
     }

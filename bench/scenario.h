@@ -41,6 +41,7 @@ struct Scenario {
   int outstanding = 8;  // throughput: payloads outstanding per PS
   bool validate = false;
   bool busy_poll = false;  // the worker spins on completions instead of sleeping
+  RdmaOptions rdma;        // grpc+verbs only
 
   // Where the PS are, and this worker's place among the workers (for the start barrier).
   std::vector<std::string> ps;

@@ -2,12 +2,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "transports/rdma_flags.h"
 #include "bench/cli.h"
 #include "payloads/size.h"
 
 ABSL_FLAG(std::string, benchmark, "latency",
           "latency | bandwidth | throughput (psbench run without it: the default tour)");
-ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
+ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc | grpc+verbs (RDMA)");
 ABSL_FLAG(std::string, mode, "non-serialized",
           "non-serialized (raw gRPC byte buffers, zero-copy) | serialized (protobuf)");
 ABSL_FLAG(std::string, scheme, "uniform", "payload scheme: uniform | random | skew | trace");
@@ -48,8 +50,9 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   bool known = false;
   for (const auto& t : TransportNames()) known |= t == s.transport;
   if (!known) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--transport=", s.transport, " is not a transport; available: grpc"));
+    return absl::InvalidArgumentError(absl::StrCat("--transport=", s.transport,
+                                                   " is not a transport; available: ",
+                                                   absl::StrJoin(TransportNames(), ", ")));
   }
   auto mode = ParseWireMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return mode.status();
@@ -106,6 +109,9 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.outstanding = absl::GetFlag(FLAGS_outstanding);
   s.validate = absl::GetFlag(FLAGS_validate);
   s.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  auto rdma = RdmaOptionsFromFlags(s.busy_poll);
+  if (!rdma.ok()) return rdma.status();
+  s.rdma = *rdma;
   s.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   s.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
   if (absl::Status st = ValidateScenario(s); !st.ok()) return st;

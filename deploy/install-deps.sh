@@ -10,6 +10,11 @@ packages=(
   libabsl-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev
   procps iproute2 python3
+  # grpc+verbs: libibverbs (rdma-core) and its user-space providers (rxe, mlx5, ...).
+  libibverbs-dev ibverbs-providers ibverbs-utils perftest
+  # The Soft-RoCE test guest (tests/rdma/guest): qemu boots Debian's own kernel, debootstrap
+  # builds its root filesystem, zstd/cpio pack it, kmod resolves the modules it needs.
+  qemu-system-x86 debootstrap zstd cpio kmod
 )
 
 SUDO=""

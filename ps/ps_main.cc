@@ -11,11 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
 #include "bench/sysinfo.h"
+#include "transports/rdma_flags.h"
 #include "transports/transport.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loopback only)");
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
-ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc");
+ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc | grpc+verbs (RDMA)");
 ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
 ABSL_FLAG(bool, busy_poll, false,
           "serving threads spin on completions instead of sleeping (lower latency, one core each)");
@@ -34,7 +35,7 @@ constexpr char kUsage[] =
     "it serves, and runs until SIGTERM or SIGINT.";
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kRdmaFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -59,6 +60,9 @@ int Main(int argc, char** argv) {
   options.port = port;
   options.threads = threads;
   options.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  auto rdma = RdmaOptionsFromFlags(options.busy_poll);
+  if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
+  options.rdma = *rdma;
   options.corrupt_every = absl::GetFlag(FLAGS_fault_corrupt_every);
   if (options.corrupt_every < 0) Die(kProgram, "--fault-corrupt-every must be >= 0", kExitUsage);
   options.describe_process = [start] {

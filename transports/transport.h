@@ -51,6 +51,18 @@ struct ServerInfo {
   double wall_s = 0;
 };
 
+// Tuning of the RDMA data plane (grpc+verbs); other transports ignore it. Each side sizes
+// its own receive region; a sender adapts its chunks to the receiver's slots.
+struct RdmaOptions {
+  std::string device;        // empty: the first device with an active port
+  int port = 0;              // 0: the device's first active port
+  int gid_index = 0;
+  int mtu = 0;               // path MTU in bytes (256..4096); 0: the port's active MTU
+  int queue_depth = 16;      // receive slots per connection, i.e. RDMA writes in flight
+  uint64_t slot_bytes = 512 * 1024;  // one slot; larger payloads go in several chunks
+  bool busy_poll = false;    // --rdma-poll=busy: spin on the CQ; event: sleep on its channel
+};
+
 struct ClientOptions {
   std::vector<std::string> servers;  // "host:port", one per PS
   WireMode mode = WireMode::kNonSerialized;
@@ -61,6 +73,7 @@ struct ClientOptions {
   // Spin on completions instead of sleeping (perftest's default): lower latency where waking
   // an idle CPU is slow, at the price of a whole core.
   bool busy_poll = false;
+  RdmaOptions rdma;
 };
 
 struct Completion {
@@ -113,6 +126,7 @@ struct ServerOptions {
   // (0 = never). Pushes are corrupted before the PS checks them, echoes after, so both the
   // PS-side and the worker-side checks of --validate are exercised.
   int64_t corrupt_every = 0;
+  RdmaOptions rdma;
 };
 
 // PS side.
@@ -128,7 +142,7 @@ class Server {
   virtual void Shutdown() = 0;
 };
 
-// Transports by name: "grpc" (and later "grpc+verbs", "grpc+mpi").
+// Transports by name: "grpc", "grpc+verbs" (when built with libibverbs), later "grpc+mpi".
 std::vector<std::string> TransportNames();
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
                                                    const ClientOptions& options);

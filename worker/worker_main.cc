@@ -13,6 +13,7 @@
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
 #include "payloads/payload.h"
+#include "transports/rdma_flags.h"
 #include "transports/transport.h"
 
 ABSL_FLAG(std::string, ps, "", "PS addresses, host:port[,host:port...]");
@@ -60,7 +61,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   if (std::string cpu = absl::GetFlag(FLAGS_cpu); !cpu.empty()) {
     if (absl::Status s = PinProcess(cpu); !s.ok()) Die(kProgram, s, kExitUsage);
@@ -112,6 +113,7 @@ int Main(int argc, char** argv) {
   options.connect_timeout = scenario->connect_timeout;
   options.rpc_timeout = scenario->rpc_timeout;
   options.busy_poll = scenario->busy_poll;
+  options.rdma = scenario->rdma;
   auto client = MakeClient(scenario->transport, options);
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
   if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);

@@ -21,6 +21,7 @@
 #include "bench/report.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
+#include "transports/rdma_flags.h"
 #include "deploy/local/process.h"
 #include "fmt/core.h"
 
@@ -87,6 +88,9 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
                                      absl::StrCat("--threads=", o.ps_threads)};
     if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
     if (s.busy_poll) argv.push_back("--busy-poll");
+    if (s.transport == "grpc+verbs") {
+      for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
+    }
     auto child = ChildProcess::Start(absl::StrCat("PS ", i), argv, /*capture_stdout=*/true);
     if (!child.ok()) return child.status();
     auto line = child->ReadLine(absl::Now() + absl::Seconds(20));
@@ -230,7 +234,7 @@ struct Headline {
 
 int Main(int argc, char** argv) {
   auto positional =
-      ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc"});
+      ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile});
   if (positional.empty() || positional[0] != "run") {
     Die(kProgram,
         positional.empty() ? std::string("missing command; usage: psbench run [flags]")
