@@ -121,7 +121,9 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
                         {"cpu_affinity", info.cpu_affinity},
                         {"last_cpu", info.last_cpu},
                         {"version", info.version},
-                        {"grpc_version", info.grpc_version}});
+                        {"grpc_version", info.grpc_version},
+                        {"transport", info.transport},
+                        {"data_plane", info.data_plane}});
   }
   r["cpu"] = {{"worker", CpuJson(m.worker_cpu, m.seconds)}, {"ps", ps_cpu}};
   r["placement"] = {{"worker",

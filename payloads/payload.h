@@ -55,6 +55,7 @@ class Payload {
   uint64_t total_bytes() const { return total_bytes_; }
   // The whole arena (for transports that register memory once, e.g. RDMA).
   std::span<std::byte> arena() { return {arena_, arena_bytes_}; }
+  std::span<const std::byte> arena() const { return {arena_, arena_bytes_}; }
 
  private:
   std::byte* arena_ = nullptr;

@@ -3,6 +3,9 @@
 #include "absl/strings/str_join.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/transport.h"
+#ifdef PSBENCH_HAVE_VERBS
+#include "transports/verbs/verbs_transport.h"
+#endif
 
 namespace psbench {
 
@@ -17,7 +20,13 @@ absl::StatusOr<WireMode> ParseWireMode(absl::string_view text) {
       "--mode=", std::string(text), " is not a mode; use serialized or non-serialized"));
 }
 
-std::vector<std::string> TransportNames() { return {"grpc"}; }
+std::vector<std::string> TransportNames() {
+#ifdef PSBENCH_HAVE_VERBS
+  return {"grpc", "grpc+verbs"};
+#else
+  return {"grpc"};
+#endif
+}
 
 static absl::Status UnknownTransport(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("--transport=", std::string(name),
@@ -31,6 +40,12 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
     grpc_transport::QuietGrpcLogging();
     return grpc_transport::NewGrpcClient(options);
   }
+#ifdef PSBENCH_HAVE_VERBS
+  if (transport == "grpc+verbs") {
+    grpc_transport::QuietGrpcLogging();
+    return verbs::NewVerbsClient(options);
+  }
+#endif
   return UnknownTransport(transport);
 }
 
@@ -40,6 +55,12 @@ absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,
     grpc_transport::QuietGrpcLogging();
     return grpc_transport::NewGrpcServer(options);
   }
+#ifdef PSBENCH_HAVE_VERBS
+  if (transport == "grpc+verbs") {
+    grpc_transport::QuietGrpcLogging();
+    return verbs::NewVerbsServer(options);
+  }
+#endif
   return UnknownTransport(transport);
 }
 

@@ -49,6 +49,7 @@ struct ServerInfo {
   uint64_t rpcs_served = 0;
   uint64_t bytes_received = 0;
   double wall_s = 0;
+  std::string data_plane;  // what carries the bytes, e.g. "rxe0 port 1 GID 0 MTU 1024 RoCE"
 };
 
 // Tuning of the RDMA data plane (grpc+verbs); other transports ignore it. Each side sizes

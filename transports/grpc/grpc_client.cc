@@ -255,6 +255,7 @@ class GrpcClient final : public Client {
     out.rpcs_served = r.rpcs_served();
     out.bytes_received = r.bytes_received();
     out.wall_s = r.wall_s();
+    out.data_plane = r.data_plane();
     return out;
   }
 

@@ -241,8 +241,8 @@ using SerializedPushCall =
 class InfoCall final : public CallData {
  public:
   InfoCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-           const ServerOptions* options, Counters* counters)
-      : service_(service), cq_(cq), options_(options), counters_(counters),
+           const ServerOptions* options, const ControlPlaneHooks* hooks, Counters* counters)
+      : service_(service), cq_(cq), options_(options), hooks_(hooks), counters_(counters),
         responder_(&context_) {
     service_->RequestGetInfo(&context_, &request_, &responder_, cq_, cq_, this);
   }
@@ -251,7 +251,7 @@ class InfoCall final : public CallData {
       delete this;
       return;
     }
-    new InfoCall(service_, cq_, options_, counters_);
+    new InfoCall(service_, cq_, options_, hooks_, counters_);
     done_ = true;
     ::psbench::ServerInfo info;
     if (options_->describe_process) info = options_->describe_process();
@@ -259,14 +259,21 @@ class InfoCall final : public CallData {
     reply_.set_pid(info.pid);
     reply_.set_version(info.version);
     reply_.set_grpc_version(grpc::Version());
-    reply_.set_transport("grpc");
+    reply_.set_transport(hooks_->transport_name);
+    reply_.set_data_plane(hooks_->data_plane);
     reply_.set_cpu_user_s(info.cpu_user_s);
     reply_.set_cpu_system_s(info.cpu_system_s);
     reply_.set_cpu_affinity(info.cpu_affinity);
     reply_.set_last_cpu(info.last_cpu);
     reply_.set_wall_s(info.wall_s);
-    reply_.set_rpcs_served(counters_->rpcs.load());
-    reply_.set_bytes_received(counters_->bytes.load());
+    if (hooks_->data_counters) {
+      DataCounters c = hooks_->data_counters();
+      reply_.set_rpcs_served(c.rpcs);
+      reply_.set_bytes_received(c.bytes);
+    } else {
+      reply_.set_rpcs_served(counters_->rpcs.load());
+      reply_.set_bytes_received(counters_->bytes.load());
+    }
     responder_.Finish(reply_, grpc::Status::OK, this);
   }
 
@@ -274,6 +281,7 @@ class InfoCall final : public CallData {
   wire::PsControl::AsyncService* service_;
   grpc::ServerCompletionQueue* cq_;
   const ServerOptions* options_;
+  const ControlPlaneHooks* hooks_;
   Counters* counters_;
   grpc::ServerContext context_;
   wire::InfoRequest request_;
@@ -424,7 +432,8 @@ absl::Status ProbePort(const std::string& host, int port) {
 
 class GrpcServer final : public Server {
  public:
-  explicit GrpcServer(const ServerOptions& options) : options_(options) {
+  GrpcServer(const ServerOptions& options, ControlPlaneHooks hooks)
+      : options_(options), hooks_(std::move(hooks)) {
     counters_.corrupt_every = options.corrupt_every;
   }
 
@@ -449,6 +458,7 @@ class GrpcServer final : public Server {
     builder.RegisterAsyncGenericService(&raw_service_);
     builder.RegisterService(&data_service_);
     builder.RegisterService(&control_service_);
+    for (grpc::Service* extra : hooks_.extra_services) builder.RegisterService(extra);
     for (int i = 0; i < options_.threads; ++i) cqs_.push_back(builder.AddCompletionQueue());
     server_ = builder.BuildAndStart();
     if (!server_ || bound_port == 0) {
@@ -462,7 +472,7 @@ class GrpcServer final : public Server {
         new SerializedEchoCall(&data_service_, cq.get(), &counters_);
         new SerializedPushCall(&data_service_, cq.get(), &counters_);
       }
-      new InfoCall(&control_service_, cq.get(), &options_, &counters_);
+      new InfoCall(&control_service_, cq.get(), &options_, &hooks_, &counters_);
       new BarrierCall(&control_service_, cq.get(), &barriers_);
     }
     for (auto& cq : cqs_) {
@@ -525,6 +535,7 @@ class GrpcServer final : public Server {
   }
 
   ServerOptions options_;
+  ControlPlaneHooks hooks_;
   grpc::AsyncGenericService raw_service_;
   wire::PsData::AsyncService data_service_;
   wire::PsControl::AsyncService control_service_;
@@ -544,8 +555,8 @@ class GrpcServer final : public Server {
 
 }  // namespace
 
-std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options) {
-  return std::make_unique<GrpcServer>(options);
+std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options, ControlPlaneHooks hooks) {
+  return std::make_unique<GrpcServer>(options, std::move(hooks));
 }
 
 }  // namespace psbench::grpc_transport

@@ -5,15 +5,34 @@
 #include <memory>
 #include <string>
 
+#include <functional>
+#include <vector>
+
 #include <grpcpp/channel.h>
+#include <grpcpp/impl/codegen/service_type.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include "transports/transport.h"
 
 namespace psbench::grpc_transport {
 
+struct DataCounters {
+  uint64_t rpcs = 0;
+  uint64_t bytes = 0;
+};
+
+// What another data plane (verbs, MPI) adds to the gRPC server that is its control plane.
+struct ControlPlaneHooks {
+  std::string transport_name = "grpc";
+  std::string data_plane = "gRPC over TCP";
+  std::vector<grpc::Service*> extra_services;  // e.g. the verbs connection setup
+  // When set, GetInfo reports these instead of the gRPC data plane's own counters.
+  std::function<DataCounters()> data_counters;
+};
+
 std::unique_ptr<Client> NewGrpcClient(const ClientOptions& options);
-std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options);
+std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options,
+                                      ControlPlaneHooks hooks = {});
 
 // Channel arguments every psbench channel uses: no message size limit, and a connection
 // of its own (no subchannel sharing) so that each worker-PS pair is one TCP connection.

@@ -1,0 +1,259 @@
+// grpc+verbs at the transport seam, in one process: a real PS server and a real client over a
+// real RDMA device (Soft-RoCE in the test guest, see tests/rdma/README.md). NoDeviceTest runs
+// anywhere; the rest need a device.
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "payloads/payload.h"
+#include "transports/transport.h"
+
+namespace psbench {
+namespace {
+
+bool HaveDevice() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list != nullptr) ibv_free_device_list(list);
+  return n > 0;
+}
+
+TEST(NoDeviceTest, ServerStartNamesTheMissingDevice) {
+  ServerOptions options;
+  options.host = "127.0.0.1";
+  auto server = MakeServer("grpc+verbs", options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto port = (*server)->Start();
+  if (HaveDevice()) {
+    EXPECT_TRUE(port.ok()) << port.status();
+  } else {
+    ASSERT_FALSE(port.ok());
+    EXPECT_NE(port.status().message().find(
+                  "no RDMA device found: ibv_get_device_list returned 0"),
+              std::string::npos)
+        << port.status();
+  }
+}
+
+TEST(NoDeviceTest, ClientRefusesAPlainGrpcPs) {
+  ServerOptions so;
+  so.host = "127.0.0.1";
+  auto server = MakeServer("grpc", so);
+  ASSERT_TRUE(server.ok());
+  auto port = (*server)->Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  ClientOptions co;
+  co.servers = {absl::StrCat("127.0.0.1:", *port)};
+  co.connect_timeout = absl::Seconds(5);
+  auto client = MakeClient("grpc+verbs", co);
+  ASSERT_TRUE(client.ok());
+  absl::Status s = (*client)->Connect();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not grpc+verbs"), std::string::npos) << s;
+  (*server)->Shutdown();
+  (*server)->Wait();
+}
+
+struct Mode {
+  bool busy_poll;
+  const char* name;
+};
+
+class VerbsTransportTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(HaveDevice()) << "needs an RDMA device: run through ctest -L rdma, which boots "
+                                 "a Soft-RoCE guest";
+  }
+
+  void StartServer(RdmaOptions rdma = {}, int64_t corrupt_every = 0) {
+    ServerOptions so;
+    so.host = "127.0.0.1";
+    so.rdma = rdma;
+    so.rdma.busy_poll = GetParam().busy_poll;
+    so.corrupt_every = corrupt_every;
+    auto server = MakeServer("grpc+verbs", so);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto port = server_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    address_ = absl::StrCat("127.0.0.1:", *port);
+  }
+
+  std::unique_ptr<Client> Connect(RdmaOptions rdma = {}, bool validate = true) {
+    ClientOptions co;
+    co.servers = {address_};
+    co.validate = validate;
+    co.connect_timeout = absl::Seconds(10);
+    co.rpc_timeout = absl::Seconds(30);
+    co.rdma = rdma;
+    co.rdma.busy_poll = GetParam().busy_poll;
+    auto client = MakeClient("grpc+verbs", co);
+    EXPECT_TRUE(client.ok());
+    absl::Status s = (*client)->Connect();
+    EXPECT_TRUE(s.ok()) << s;
+    return s.ok() ? std::move(*client) : nullptr;
+  }
+
+  // Runs `count` ops with up to `window` in flight; returns the first error.
+  static absl::Status Run(Client& c, Op op, int payload, int count, int window) {
+    int started = 0, done = 0;
+    absl::Status first;
+    while (done < count) {
+      while (started < count && started - done < window) c.Start(op, 0, payload, started++);
+      auto completion = c.Next(absl::Now() + absl::Seconds(30));
+      if (!completion.ok()) return completion.status();
+      ++done;
+      if (!completion->status.ok() && first.ok()) first = completion->status;
+    }
+    return first;
+  }
+
+  void TearDown() override {
+    if (server_) {
+      server_->Shutdown();
+      server_->Wait();
+    }
+  }
+
+  std::unique_ptr<Server> server_;
+  std::string address_;
+};
+
+TEST_P(VerbsTransportTest, SmallEchoAndPushValidated) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {32};
+  Payload p(sizes, 1);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 200, 1).ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 200, 8).ok());
+  auto info = client->GetInfo(0);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->transport, "grpc+verbs");
+  EXPECT_EQ(info->rpcs_served, 400u);
+  EXPECT_EQ(info->bytes_received, 400u * 32);
+  EXPECT_NE(info->data_plane.find("RDMA"), std::string::npos) << info->data_plane;
+}
+
+// A payload many times a slot goes in chunks; the PS's slots are larger than the worker's,
+// so each echoed chunk is cut again on the way back.
+TEST_P(VerbsTransportTest, LargePayloadIsChunkedBothWays) {
+  RdmaOptions ps;
+  ps.slot_bytes = 64 << 10;
+  ps.queue_depth = 4;
+  StartServer(ps);
+  RdmaOptions worker;
+  worker.slot_bytes = 16 << 10;
+  worker.queue_depth = 3;
+  auto client = Connect(worker);
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {10, 10 << 10, 1 << 20, 3, (1 << 20) + 7};
+  Payload p(sizes, 2);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 5, 1).ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 10, 4).ok());
+  auto info = client->GetInfo(0);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->bytes_received, 15 * p.total_bytes());
+}
+
+// More buffers than one work request has SGEs: a chunk spans several chained writes.
+TEST_P(VerbsTransportTest, ManyBuffersSpanSeveralWorkRequests) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes(300);
+  for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = 1 + (i * 37) % 900;
+  Payload p(sizes, 3);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 20, 1).ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 50, 16).ok());
+}
+
+// Many more payloads in flight than slots: credits hold the sender back, nothing is lost.
+TEST_P(VerbsTransportTest, CreditsBoundTheWindow) {
+  RdmaOptions small;
+  small.queue_depth = 2;
+  small.slot_bytes = 8 << 10;
+  StartServer(small);
+  auto client = Connect(small);
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {100, 20000};
+  Payload p(sizes, 4);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 300, 64).ok());
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 100, 32).ok());
+  auto info = client->GetInfo(0);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->rpcs_served, 400u);
+}
+
+TEST_P(VerbsTransportTest, ValidateCatchesCorruptedBytes) {
+  StartServer({}, /*corrupt_every=*/2);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {64, 4096, 100000};
+  Payload p(sizes, 5);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok());
+  absl::Status push = Run(*client, Op::kPush, *id, 4, 1);
+  EXPECT_EQ(push.code(), absl::StatusCode::kDataLoss) << push;
+  EXPECT_NE(push.message().find("buffer"), std::string::npos) << push;
+  absl::Status echo = Run(*client, Op::kEcho, *id, 4, 1);
+  EXPECT_EQ(echo.code(), absl::StatusCode::kDataLoss) << echo;
+}
+
+// The PS goes away: the worker's ops fail with a message, within seconds, not a hang.
+TEST_P(VerbsTransportTest, VanishedPsEndsOpsWithAnError) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {1 << 16};
+  Payload p(sizes, 6);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(Run(*client, Op::kEcho, *id, 3, 1).ok());
+  server_->Shutdown();
+  server_->Wait();
+  server_.reset();
+  absl::Time start = absl::Now();
+  absl::Status s = Run(*client, Op::kEcho, *id, 1, 1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_NE(s.message().find("PS 127.0.0.1"), std::string::npos) << s;
+}
+
+TEST_P(VerbsTransportTest, BadDeviceAndMtuAreNamed) {
+  StartServer();
+  RdmaOptions bad;
+  bad.device = "nosuchdev0";
+  ClientOptions co;
+  co.servers = {address_};
+  co.rdma = bad;
+  auto client = MakeClient("grpc+verbs", co);
+  ASSERT_TRUE(client.ok());
+  absl::Status s = (*client)->Connect();
+  EXPECT_NE(s.message().find("--rdma-device=nosuchdev0 not found"), std::string::npos) << s;
+  co.rdma = {};
+  co.rdma.gid_index = 60000;
+  client = MakeClient("grpc+verbs", co);
+  s = (*client)->Connect();
+  EXPECT_NE(s.message().find("--rdma-gid-index=60000"), std::string::npos) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Poll, VerbsTransportTest,
+                         ::testing::Values(Mode{false, "event"}, Mode{true, "busy"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace psbench

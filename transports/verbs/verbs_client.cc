@@ -1,0 +1,369 @@
+// Worker side of grpc+verbs. gRPC reaches every PS (control plane, barriers, counters) and
+// sets up one RC queue pair per PS; payloads are registered once and sent from their own
+// buffers as gather lists. The thread that drives the client (Start/Next) is the completion
+// thread of its device: it polls the completion queue itself, as perftest does, so no
+// completion hops between threads on its way to the benchmark loop.
+#include <unistd.h>
+
+#include <deque>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "psbench.grpc.pb.h"
+#include "transports/grpc/grpc_transport.h"
+#include "transports/grpc/raw_format.h"
+#include "transports/verbs/verbs_connection.h"
+#include "transports/verbs/verbs_device.h"
+#include "transports/verbs/verbs_meta.h"
+#include "transports/verbs/verbs_transport.h"
+
+namespace psbench::verbs {
+namespace {
+
+struct Registered {
+  const Payload* payload = nullptr;
+  ibv_mr* mr = nullptr;
+  std::string meta;
+  std::vector<ibv_sge> sges;
+};
+
+struct PendingOp {
+  uint64_t tag = 0;
+  Op op = Op::kPush;
+  const Registered* reg = nullptr;
+  uint32_t request_id = 0;
+  absl::Time deadline;
+  uint64_t received = 0;  // echo bytes back so far
+  BufferChecksums checksums;
+  std::string ps_error;  // the PS's own finding (echo with --validate)
+};
+
+struct Peer {
+  std::string address;
+  std::unique_ptr<wire::PsVerbs::Stub> stub;
+  std::unique_ptr<wire::PsControl::Stub> control;
+  std::unique_ptr<Connection> conn;
+  uint32_t ps_qpn = 0;
+  uint32_t next_request = 1;
+  std::deque<std::unique_ptr<PendingOp>> in_flight;  // replies come back in this order
+  absl::Status failure;
+};
+
+class VerbsClient final : public Client {
+ public:
+  explicit VerbsClient(const ClientOptions& options)
+      : options_(options), control_(grpc_transport::NewGrpcClient(options)) {
+    for (const auto& address : options.servers) {
+      Peer p;
+      p.address = address;
+      auto channel = grpc_transport::MakeChannel(address);
+      p.stub = wire::PsVerbs::NewStub(channel);
+      p.control = wire::PsControl::NewStub(channel);
+      peers_.push_back(std::move(p));
+    }
+  }
+
+  ~VerbsClient() override {
+    for (Peer& p : peers_) {
+      if (!p.conn) continue;
+      // Let the PS free its side now rather than when it next fails to reach us.
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+      wire::VerbsTeardownRequest request;
+      request.set_ps_qpn(p.ps_qpn);
+      wire::VerbsTeardownReply reply;
+      (void)p.stub->Teardown(&context, request, &reply);
+      p.conn.reset();
+    }
+    for (auto& r : registered_) {
+      if (r && r->mr) ibv_dereg_mr(r->mr);
+    }
+    cq_.reset();
+    device_.reset();
+  }
+
+  absl::Status Connect() override {
+    if (absl::Status s = control_->Connect(); !s.ok()) return s;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      auto info = control_->GetInfo(i);
+      if (!info.ok()) return info.status();
+      if (info->transport != "grpc+verbs") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "PS ", peers_[i].address, " serves --transport=", info->transport,
+            ", not grpc+verbs (start it with --transport=grpc+verbs)"));
+      }
+    }
+    auto device = Device::Open(options_.rdma);
+    if (!device.ok()) return device.status();
+    device_ = std::move(*device);
+    int per_connection = 6 * options_.rdma.queue_depth + 40;
+    auto cq = CompletionQueue::Create(*device_, per_connection * static_cast<int>(peers_.size()) + 16);
+    if (!cq.ok()) return cq.status();
+    cq_ = std::move(*cq);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      auto conn = Connection::Create(*device_, cq_->cq(), options_.rdma, p.address);
+      if (!conn.ok()) return conn.status();
+      wire::VerbsSetupRequest request;
+      *request.mutable_worker() = (*conn)->LocalEndpoint();
+      request.set_worker_host(absl::StrCat(host, " pid ", getpid()));
+      wire::VerbsSetupReply reply;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+      grpc::Status status = p.stub->Setup(&context, request, &reply);
+      if (!status.ok()) {
+        return absl::UnavailableError(absl::StrCat("PS ", p.address, ": RDMA setup failed: ",
+                                                   status.error_message()));
+      }
+      if (absl::Status s = (*conn)->ConnectTo(reply.ps()); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("PS ", p.address, ": ", s.message()));
+      }
+      p.ps_qpn = reply.ps().qpn();
+      by_qpn_[(*conn)->qpn()] = i;
+      p.conn = std::move(*conn);
+    }
+    return absl::OkStatus();
+  }
+
+  size_t num_servers() const override { return peers_.size(); }
+  const std::string& server_address(size_t i) const override { return peers_[i].address; }
+
+  absl::StatusOr<int> Register(const Payload& payload) override {
+    if (!device_) return absl::FailedPreconditionError("grpc+verbs: Register before Connect");
+    auto reg = std::make_unique<Registered>();
+    reg->payload = &payload;
+    auto arena = payload.arena();
+    // Once per payload, never per message: the payload's buffers are sent from where they are.
+    reg->mr = ibv_reg_mr(device_->pd(), const_cast<std::byte*>(arena.data()), arena.size(),
+                         IBV_ACCESS_LOCAL_WRITE);
+    if (reg->mr == nullptr) {
+      int err = errno;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ibv_reg_mr of a ", arena.size(), "-byte payload failed: ", ErrnoText(err),
+          err == ENOMEM || err == EPERM ? " (raise the memlock limit: ulimit -l unlimited)" : ""));
+    }
+    for (const iovec& v : payload.iov()) {
+      if (v.iov_len > 0xffffffffull) {
+        return absl::InvalidArgumentError("grpc+verbs: a buffer over 4 GiB");
+      }
+      reg->sges.push_back({reinterpret_cast<uint64_t>(v.iov_base), static_cast<uint32_t>(v.iov_len),
+                           reg->mr->lkey});
+    }
+    reg->meta = EncodePayloadMeta(payload.sizes(), options_.validate ? &payload.checksums() : nullptr);
+    for (const Peer& p : peers_) {
+      if (p.conn && kHeaderBytes + reg->meta.size() > p.conn->ChunkCapacity(0) + kHeaderBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a payload of ", payload.num_buffers(), " buffers needs ", reg->meta.size(),
+            " bytes of metadata, more than one RDMA slot of PS ", p.address,
+            " holds; give it a larger --rdma-slot-size"));
+      }
+    }
+    registered_.push_back(std::move(reg));
+    return static_cast<int>(registered_.size() - 1);
+  }
+
+  void Unregister(int payload) override {
+    auto& r = registered_[payload];
+    if (r && r->mr) ibv_dereg_mr(r->mr);
+    r.reset();
+  }
+
+  void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    Peer& p = peers_[server];
+    if (!p.failure.ok()) {
+      ready_.push_back({tag, p.failure});
+      return;
+    }
+    if (p.in_flight.empty()) last_progress_ = absl::Now();  // a stall is counted from here
+    auto pending = std::make_unique<PendingOp>();
+    pending->tag = tag;
+    pending->op = op;
+    pending->reg = registered_[payload].get();
+    pending->request_id = p.next_request++;
+    pending->deadline = absl::Now() + options_.rpc_timeout;
+    if (op == Op::kEcho && options_.validate) pending->checksums.Reset(&pending->reg->payload->sizes());
+    OutMessage m;
+    m.kind = op == Op::kEcho ? kEcho : kPush;
+    m.flags = options_.validate ? kValidate : 0;
+    m.request_id = pending->request_id;
+    m.meta = pending->reg->meta;
+    m.data = pending->reg->sges;
+    m.data_bytes = pending->reg->payload->total_bytes();
+    p.in_flight.push_back(std::move(pending));
+    p.conn->Send(std::move(m));
+    if (!p.conn->failure().ok()) FailPeer(server, p.conn->failure());
+  }
+
+  absl::StatusOr<Completion> Next(absl::Time deadline) override {
+    ibv_wc wc[32];
+    while (true) {
+      if (!ready_.empty()) {
+        Completion c = std::move(ready_.front());
+        ready_.pop_front();
+        return c;
+      }
+      int n = cq_ ? cq_->Poll(wc, 32) : 0;
+      if (n < 0) return absl::InternalError("ibv_poll_cq failed");
+      absl::Time now = absl::Now();
+      if (n > 0) {
+        last_progress_ = now;
+        for (int i = 0; i < n; ++i) Handle(wc[i]);
+        continue;
+      }
+      ExpireOps(now);
+      if (!ready_.empty()) continue;
+      if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
+      if (now - last_progress_ > absl::Seconds(1) && now - last_probe_ > absl::Seconds(1)) {
+        last_probe_ = now;
+        CheckStalledPeers();
+        continue;
+      }
+      if (options_.rdma.busy_poll || !cq_) continue;
+      auto got = cq_->Sleep(std::min(deadline - now, absl::Seconds(1)), wc, 32);
+      if (!got.ok()) return got.status();
+      for (int i = 0; i < *got; ++i) Handle(wc[i]);
+    }
+  }
+
+  absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
+  absl::Status Barrier(const std::string& name, int parties, int worker_index,
+                       absl::Time deadline) override {
+    return control_->Barrier(name, parties, worker_index, deadline);
+  }
+
+ private:
+  void Handle(const ibv_wc& wc) {
+    auto it = by_qpn_.find(wc.qp_num);
+    if (it == by_qpn_.end()) return;
+    size_t server = it->second;
+    Peer& p = peers_[server];
+    if (!p.failure.ok()) return;
+    absl::Status s = p.conn->OnCompletion(wc, [&](const InChunk& c) { OnChunk(server, c); });
+    if (!s.ok()) FailPeer(server, s);
+  }
+
+  // A PS that died while we only wait for its reply may never make our adapter fail a send
+  // (Soft-RoCE does not always report the retry timeout). So when nothing has moved for a
+  // second: a zero-byte RDMA write to it, and a short control-plane call, which fails at once
+  // when the PS process is gone (a stopped PS just times out and is waited for).
+  void CheckStalledPeers() {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (!p.conn || p.in_flight.empty() || !p.failure.ok()) continue;
+      p.conn->Probe();
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+      wire::ServerInfo info;
+      grpc::Status s = p.control->GetInfo(&context, wire::InfoRequest(), &info);
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        FailPeer(i, absl::UnavailableError(absl::StrCat(
+                        "the PS stopped answering (control plane: ", s.error_message(),
+                        "); did it exit?")));
+      }
+    }
+  }
+
+  void ExpireOps(absl::Time now) {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (p.failure.ok() && !p.in_flight.empty() && p.in_flight.front()->deadline <= now) {
+        FailPeer(i, absl::DeadlineExceededError(
+                        absl::StrCat("no reply within --rpc-timeout=",
+                                     absl::FormatDuration(options_.rpc_timeout))));
+      }
+    }
+  }
+
+  // Every op in flight to the PS fails, and so does every later one: after a lost reply the
+  // connection's order is gone.
+  void FailPeer(size_t server, const absl::Status& cause) {
+    Peer& p = peers_[server];
+    if (p.failure.ok()) {
+      p.failure = absl::Status(cause.code(), absl::StrCat("PS ", p.address, ": ", cause.message()));
+    }
+    for (auto& op : p.in_flight) ready_.push_back({op->tag, p.failure});
+    p.in_flight.clear();
+  }
+
+  void Complete(size_t server, absl::Status status) {
+    Peer& p = peers_[server];
+    if (!status.ok()) {
+      status = absl::Status(status.code(), absl::StrCat("PS ", p.address, ": ", status.message()));
+    }
+    ready_.push_back({p.in_flight.front()->tag, std::move(status)});
+    p.in_flight.pop_front();
+  }
+
+  void OnChunk(size_t server, const InChunk& c) {
+    Peer& p = peers_[server];
+    Connection& conn = *p.conn;
+    const ChunkHeader& h = *c.header;
+    if (p.in_flight.empty() || h.request_id != p.in_flight.front()->request_id) {
+      conn.ReleaseSlot(c.slot);
+      FailPeer(server, absl::DataLossError(absl::StrCat(
+                           "reply to request ", h.request_id, " arrived out of order")));
+      return;
+    }
+    PendingOp& op = *p.in_flight.front();
+    const Payload& payload = *op.reg->payload;
+    if (op.op == Op::kPush) {
+      auto ack = h.kind == kAck ? DecodeAckMeta(c.meta)
+                                : absl::DataLossError("expected an acknowledgement");
+      conn.ReleaseSlot(c.slot);
+      absl::Status s;
+      if (!ack.ok()) {
+        s = ack.status();
+      } else if (!ack->ok) {
+        s = absl::DataLossError(absl::StrCat("PS: ", ack->error));
+      } else if (ack->bytes_received != payload.total_bytes()) {
+        s = absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,
+                                                payload.total_bytes()));
+      } else if (options_.validate) {
+        s = grpc_transport::CompareChecksums(payload.checksums(), ack->checksums, payload.sizes());
+      }
+      Complete(server, s);
+      return;
+    }
+    if (h.kind != kEchoReply || h.total_bytes != payload.total_bytes() || h.offset != op.received) {
+      conn.ReleaseSlot(c.slot);
+      FailPeer(server, absl::DataLossError("echo came back out of shape"));
+      return;
+    }
+    if (options_.validate) op.checksums.Update(c.data);
+    if (h.flags & kPsMismatch) {
+      op.ps_error.assign(reinterpret_cast<const char*>(c.meta.data()), c.meta.size());
+    }
+    op.received += c.data.size();
+    conn.ReleaseSlot(c.slot);
+    if (op.received < payload.total_bytes()) return;
+    absl::Status s;
+    if (!op.ps_error.empty()) {
+      s = absl::DataLossError(absl::StrCat("PS: ", op.ps_error));
+    } else if (options_.validate) {
+      s = grpc_transport::CompareChecksums(payload.checksums(), op.checksums.checksums(), payload.sizes());
+    }
+    Complete(server, s);
+  }
+
+  ClientOptions options_;
+  std::unique_ptr<Client> control_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::vector<Peer> peers_;
+  absl::flat_hash_map<uint32_t, size_t> by_qpn_;
+  std::vector<std::unique_ptr<Registered>> registered_;
+  std::deque<Completion> ready_;
+  absl::Time last_probe_ = absl::InfinitePast();
+  absl::Time last_progress_ = absl::Now();
+};
+
+}  // namespace
+
+std::unique_ptr<Client> NewVerbsClient(const ClientOptions& options) {
+  return std::make_unique<VerbsClient>(options);
+}
+
+}  // namespace psbench::verbs

@@ -1,0 +1,411 @@
+#include "transports/verbs/verbs_connection.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench::verbs {
+namespace {
+
+constexpr uint64_t kSendBit = 1ull << 63;
+constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+absl::Status QpError(const char* step, int rc, const std::string& peer) {
+  return absl::FailedPreconditionError(absl::StrCat("cannot move the RDMA queue pair to ", step,
+                                                    " (peer ", peer, "): ", ErrnoText(rc)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Create(const Device& device, ibv_cq* cq,
+                                                              const RdmaOptions& options,
+                                                              std::string peer) {
+  auto c = std::unique_ptr<Connection>(new Connection);
+  c->device_ = &device;
+  c->peer_ = std::move(peer);
+  c->queue_depth_ = static_cast<uint32_t>(options.queue_depth);
+  c->slots_ = c->queue_depth_;
+  c->slot_bytes_ = options.slot_bytes;
+  auto region = Region::Allocate(device.pd(), c->slots_ * c->slot_bytes_, kAccess,
+                                 "the RDMA receive region");
+  if (!region.ok()) return region.status();
+  c->recv_region_ = std::move(*region);
+
+  // Incoming writes per direction are bounded by our slots (peer's data) and by the peer
+  // slots we use, which we also cap at our queue depth (its credits coming back).
+  uint32_t recv_wrs = 2 * c->queue_depth_ + 8;
+  c->sq_capacity_ = std::min<uint32_t>(device.max_qp_wr(), 4 * c->queue_depth_ + 32);
+  c->max_sge_ = std::min(device.max_sge(), 30);
+  c->max_wrs_per_chunk_ = std::max<uint32_t>(1, c->sq_capacity_ / 2);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = c->sq_capacity_;
+  init.cap.max_recv_wr = recv_wrs;
+  init.cap.max_send_sge = c->max_sge_;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = 256;
+  c->qp_ = ibv_create_qp(device.pd(), &init);
+  if (c->qp_ == nullptr) {
+    init.cap.max_inline_data = 0;  // not every adapter inlines
+    c->qp_ = ibv_create_qp(device.pd(), &init);
+  }
+  if (c->qp_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ibv_create_qp on ", device.name(), " failed: ", ErrnoText(errno), " (send ",
+        c->sq_capacity_, " WRs x ", c->max_sge_, " SGEs, receive ", recv_wrs, ")"));
+  }
+  c->max_inline_ = init.cap.max_inline_data;
+  c->psn_ = std::random_device{}() & 0xffffff;
+
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = device.port();
+  attr.qp_access_flags = kAccess;
+  if (int rc = ibv_modify_qp(c->qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0) {
+    return QpError("INIT", rc, c->peer_);
+  }
+  return c;
+}
+
+Connection::~Connection() {
+  if (qp_ != nullptr) ibv_destroy_qp(qp_);
+}
+
+wire::VerbsEndpoint Connection::LocalEndpoint() const {
+  wire::VerbsEndpoint e;
+  e.set_lid(device_->lid());
+  e.set_gid(std::string(reinterpret_cast<const char*>(device_->gid().raw), 16));
+  e.set_use_grh(device_->use_grh());
+  e.set_qpn(qp_->qp_num);
+  e.set_psn(psn_);
+  e.set_mtu(device_->mtu_bytes());
+  e.set_region_addr(recv_region_->address());
+  e.set_rkey(recv_region_->rkey());
+  e.set_slots(slots_);
+  e.set_slot_bytes(slot_bytes_);
+  e.set_device(device_->Describe());
+  return e;
+}
+
+absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
+  if (remote.gid().size() != 16 || remote.slots() == 0 || remote.slot_bytes() < 2 * kHeaderBytes ||
+      remote.slots() > kSlotMask + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer ", peer_, " sent an invalid RDMA endpoint"));
+  }
+  remote_addr_ = remote.region_addr();
+  remote_rkey_ = remote.rkey();
+  remote_slot_bytes_ = remote.slot_bytes();
+  uint32_t usable = std::min(remote.slots(), queue_depth_);
+  for (uint32_t s = usable; s-- > 0;) free_remote_slots_.push_back(s);
+  auto staging = Region::Allocate(device_->pd(), std::max<uint64_t>(256 << 10, 2 * remote_slot_bytes_),
+                                  kAccess, "the RDMA staging ring");
+  if (!staging.ok()) return staging.status();
+  staging_ = std::move(*staging);
+
+  // Receives carry no buffer: the data of a write-with-immediate lands in the slot.
+  for (uint32_t i = 0; i < 2 * queue_depth_ + 8; ++i) {
+    ibv_recv_wr wr{}, *bad = nullptr;
+    if (int rc = ibv_post_recv(qp_, &wr, &bad); rc != 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("ibv_post_recv: ", ErrnoText(rc)));
+    }
+  }
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = MtuEnum(std::min<int>(device_->mtu_bytes(), static_cast<int>(remote.mtu())));
+  attr.dest_qp_num = remote.qpn();
+  attr.rq_psn = remote.psn();
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 12;
+  attr.ah_attr.dlid = static_cast<uint16_t>(remote.lid());
+  attr.ah_attr.port_num = device_->port();
+  if (device_->use_grh() || remote.use_grh()) {
+    attr.ah_attr.is_global = 1;
+    std::memcpy(attr.ah_attr.grh.dgid.raw, remote.gid().data(), 16);
+    attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device_->gid_index());
+    attr.ah_attr.grh.hop_limit = 64;
+  }
+  if (int rc = ibv_modify_qp(qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      rc != 0) {
+    return QpError("RTR", rc, peer_);
+  }
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try
+  attr.retry_cnt = 7;  // so a vanished peer fails a send within about half a second
+  attr.rnr_retry = 7;
+  attr.sq_psn = psn_;
+  attr.max_rd_atomic = 1;
+  if (int rc = ibv_modify_qp(qp_, &attr,
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+      rc != 0) {
+    return QpError("RTS", rc, peer_);
+  }
+  connected_ = true;
+  return absl::OkStatus();
+}
+
+uint64_t Connection::ChunkCapacity(uint64_t meta_bytes) const {
+  uint64_t used = kHeaderBytes + meta_bytes;
+  return remote_slot_bytes_ > used ? remote_slot_bytes_ - used : 0;
+}
+
+void Connection::Send(OutMessage message) {
+  if (!failure_.ok()) return;
+  if (message.payload_total == 0) message.payload_total = message.data_bytes;
+  out_.push_back(std::move(message));
+  Flush();
+}
+
+void Connection::ReleaseSlot(uint32_t slot) {
+  credits_to_return_.push_back(slot);
+  PostCredits();
+}
+
+void Connection::Flush() {
+  if (!failure_.ok() || !connected_) return;
+  PostCredits();
+  while (!out_.empty() && PostChunk(out_.front())) {
+  }
+}
+
+bool Connection::StagingAlloc(uint64_t bytes, uint64_t* offset) {
+  uint64_t size = staging_->size();
+  uint64_t n = (bytes + 63) / 64 * 64;
+  uint64_t pos = staging_head_ % size;
+  uint64_t pad = pos + n > size ? size - pos : 0;
+  if (staging_head_ + pad + n - staging_tail_ > size) return false;
+  staging_head_ += pad;
+  *offset = staging_head_ % size;
+  staging_head_ += n;
+  return true;
+}
+
+bool Connection::PostChunk(OutMessage& m) {
+  if (free_remote_slots_.empty()) return false;
+  bool first = !out_started_;
+  uint64_t meta_bytes = first ? m.meta.size() : 0;
+  uint64_t capacity = ChunkCapacity(meta_bytes);
+  if (first && kHeaderBytes + meta_bytes > remote_slot_bytes_) {
+    Fail(absl::InvalidArgumentError(absl::StrCat(
+        "payload metadata of ", meta_bytes, " bytes does not fit the peer's RDMA slots of ",
+        remote_slot_bytes_, " bytes (fewer buffers, or a larger --rdma-slot-size)")));
+    return false;
+  }
+  // Gather this chunk's bytes, limited by the slot and by the WRs one chunk may use.
+  uint64_t want = std::min(capacity, m.data_bytes - out_sent_);
+  size_t max_sges = static_cast<size_t>(max_wrs_per_chunk_) * max_sge_ - 1;
+  sge_scratch_.clear();
+  ibv_sge header_sge{};
+  sge_scratch_.push_back(header_sge);  // filled below
+  size_t sge = out_sge_;
+  uint64_t sge_offset = out_sge_offset_;
+  uint64_t take = 0;
+  while (take < want && sge < m.data.size() && sge_scratch_.size() <= max_sges) {
+    const ibv_sge& src = m.data[sge];
+    uint64_t n = std::min<uint64_t>(src.length - sge_offset, want - take);
+    sge_scratch_.push_back({src.addr + sge_offset, static_cast<uint32_t>(n), src.lkey});
+    take += n;
+    sge_offset += n;
+    if (sge_offset == src.length) {
+      ++sge;
+      sge_offset = 0;
+    }
+  }
+  uint32_t wrs = static_cast<uint32_t>((sge_scratch_.size() + max_sge_ - 1) / max_sge_);
+  if (sq_used_ + wrs > sq_capacity_) return false;
+  uint64_t staged;
+  if (!StagingAlloc(kHeaderBytes + meta_bytes, &staged)) return false;
+
+  uint64_t offset = m.payload_offset + out_sent_;
+  bool last = out_sent_ + take == m.data_bytes;
+  auto* h = reinterpret_cast<ChunkHeader*>(staging_->data() + staged);
+  std::memset(h, 0, kHeaderBytes);
+  h->magic = kChunkMagic;
+  h->kind = m.kind;
+  h->flags = m.flags | (first && m.payload_offset == 0 ? kFirst : 0) |
+             (last && m.payload_offset + m.data_bytes == m.payload_total ? kLast : 0);
+  h->request_id = m.request_id;
+  h->meta_bytes = static_cast<uint32_t>(meta_bytes);
+  h->data_bytes = take;
+  h->offset = offset;
+  h->total_bytes = m.payload_total;
+  h->aux = m.aux;
+  if (meta_bytes > 0) std::memcpy(staging_->data() + staged + kHeaderBytes, m.meta.data(), meta_bytes);
+  sge_scratch_[0] = {staging_->address() + staged, static_cast<uint32_t>(kHeaderBytes + meta_bytes),
+                     staging_->lkey()};
+
+  uint32_t slot = free_remote_slots_.back();
+  uint64_t remote = remote_addr_ + slot * remote_slot_bytes_;
+  wr_scratch_.assign(wrs, ibv_send_wr{});
+  uint64_t chunk_bytes = kHeaderBytes + meta_bytes + take;
+  size_t next = 0;
+  for (uint32_t i = 0; i < wrs; ++i) {
+    ibv_send_wr& wr = wr_scratch_[i];
+    size_t n = std::min<size_t>(max_sge_, sge_scratch_.size() - next);
+    wr.sg_list = &sge_scratch_[next];
+    wr.num_sge = static_cast<int>(n);
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = remote_rkey_;
+    wr.wr_id = kSendBit;
+    for (size_t k = 0; k < n; ++k) remote += sge_scratch_[next + k].length;
+    next += n;
+    if (i + 1 < wrs) {
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.next = &wr_scratch_[i + 1];
+    } else {
+      // The immediate goes with the last write: by then the whole chunk is in the slot.
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htonl(slot);
+      wr.send_flags = IBV_SEND_SIGNALED;
+      if (wrs == 1 && chunk_bytes <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+    }
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, wr_scratch_.data(), &bad); rc != 0) {
+    Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
+    return false;
+  }
+  free_remote_slots_.pop_back();
+  sq_used_ += wrs;
+  out_sent_ += take;
+  out_started_ = true;
+  out_sge_ = sge;
+  out_sge_offset_ = sge_offset;
+  SentRecord record{wrs, staging_head_, nullptr};
+  if (last) {
+    record.on_sent = std::move(m.on_sent);
+    out_.pop_front();
+    out_sent_ = 0;
+    out_started_ = false;
+    out_sge_ = 0;
+    out_sge_offset_ = 0;
+  }
+  sends_.push_back(std::move(record));
+  return true;
+}
+
+void Connection::PostCredits() {
+  if (!failure_.ok() || !connected_ || credits_to_return_.empty()) return;
+  uint32_t n = std::min<uint32_t>(credits_to_return_.size(), sq_capacity_ - sq_used_);
+  if (n == 0) return;
+  wr_scratch_.assign(n, ibv_send_wr{});
+  for (uint32_t i = 0; i < n; ++i) {
+    ibv_send_wr& wr = wr_scratch_[i];
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(kCreditBit | credits_to_return_[i]);
+    wr.wr.rdma.remote_addr = remote_addr_;  // zero bytes, but a valid target all the same
+    wr.wr.rdma.rkey = remote_rkey_;
+    wr.wr_id = kSendBit;
+    wr.next = i + 1 < n ? &wr_scratch_[i + 1] : nullptr;
+  }
+  wr_scratch_[n - 1].send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, wr_scratch_.data(), &bad); rc != 0) {
+    Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
+    return;
+  }
+  credits_to_return_.erase(credits_to_return_.begin(), credits_to_return_.begin() + n);
+  sq_used_ += n;
+  sends_.push_back({n, staging_head_, nullptr});
+}
+
+void Connection::Probe() {
+  if (!failure_.ok() || !connected_ || sq_used_ >= sq_capacity_) return;
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = remote_addr_;
+  wr.wr.rdma.rkey = remote_rkey_;
+  wr.wr_id = kSendBit;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (ibv_post_send(qp_, &wr, &bad) != 0) return;
+  ++sq_used_;
+  sends_.push_back({1, staging_head_, nullptr});
+}
+
+void Connection::Fail(absl::Status status) {
+  if (!failure_.ok()) return;
+  failure_ = std::move(status);
+  out_.clear();
+  // Flush whatever is still posted, so the queue pair goes quiet.
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+}
+
+absl::Status Connection::OnCompletion(const ibv_wc& wc,
+                                      const std::function<void(const InChunk&)>& on_chunk) {
+  if (!failure_.ok()) return failure_;
+  if (wc.status != IBV_WC_SUCCESS) {
+    Fail(absl::UnavailableError(absl::StrCat(
+        "RDMA connection to ", peer_, " failed: ", ibv_wc_status_str(wc.status),
+        " (vendor error ", wc.vendor_err, ")",
+        wc.status == IBV_WC_RETRY_EXC_ERR ? "; the peer stopped answering (did it exit?)" : "")));
+    return failure_;
+  }
+  if (wc.wr_id & kSendBit) {
+    if (sends_.empty()) {
+      Fail(absl::InternalError("send completion without a send"));
+      return failure_;
+    }
+    SentRecord record = std::move(sends_.front());
+    sends_.pop_front();
+    sq_used_ -= record.wrs;
+    staging_tail_ = record.staging_end;
+    if (record.on_sent) record.on_sent();
+    Flush();
+    return failure_;
+  }
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
+    Fail(absl::InternalError(absl::StrCat("unexpected receive opcode ", wc.opcode, " from ", peer_)));
+    return failure_;
+  }
+  ibv_recv_wr wr{}, *bad = nullptr;
+  if (int rc = ibv_post_recv(qp_, &wr, &bad); rc != 0) {
+    Fail(absl::InternalError(absl::StrCat("ibv_post_recv: ", ErrnoText(rc))));
+    return failure_;
+  }
+  uint32_t imm = ntohl(wc.imm_data);
+  uint32_t slot = imm & kSlotMask;
+  if (imm & kCreditBit) {
+    if (slot >= queue_depth_ ||
+        std::find(free_remote_slots_.begin(), free_remote_slots_.end(), slot) !=
+            free_remote_slots_.end()) {
+      Fail(absl::InternalError(absl::StrCat("peer ", peer_, " returned a credit it does not hold")));
+      return failure_;
+    }
+    free_remote_slots_.push_back(slot);
+    Flush();
+    return failure_;
+  }
+  if (slot >= slots_) {
+    Fail(absl::DataLossError(absl::StrCat("peer ", peer_, " wrote to slot ", slot, " of ", slots_)));
+    return failure_;
+  }
+  std::byte* base = recv_region_->data() + slot * slot_bytes_;
+  auto* h = reinterpret_cast<const ChunkHeader*>(base);
+  if (h->magic != kChunkMagic || kHeaderBytes + h->meta_bytes + h->data_bytes > slot_bytes_ ||
+      h->offset + h->data_bytes > h->total_bytes) {
+    Fail(absl::DataLossError(absl::StrCat("malformed RDMA chunk from ", peer_)));
+    return failure_;
+  }
+  InChunk chunk{slot, h, {base + kHeaderBytes, h->meta_bytes},
+                {base + kHeaderBytes + h->meta_bytes, h->data_bytes}, recv_region_->lkey()};
+  on_chunk(chunk);
+  Flush();
+  return failure_;
+}
+
+}  // namespace psbench::verbs

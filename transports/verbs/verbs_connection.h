@@ -1,0 +1,133 @@
+// One RC queue pair between a worker and a PS, and the chunk protocol of verbs_wire.h on it:
+// credits for the peer's slots, chunking, scatter-gather sends, the staging ring for headers.
+// Not thread-safe: a connection is driven by the one thread that polls its completion queue.
+#ifndef PSBENCH_TRANSPORTS_VERBS_VERBS_CONNECTION_H_
+#define PSBENCH_TRANSPORTS_VERBS_VERBS_CONNECTION_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "psbench.pb.h"
+#include "transports/verbs/verbs_device.h"
+#include "transports/verbs/verbs_wire.h"
+
+namespace psbench::verbs {
+
+// A message to send: header fields, metadata (copied into registered staging memory), and
+// payload bytes as a gather list over registered memory (sent from where they are).
+struct OutMessage {
+  ChunkKind kind = kPush;
+  uint8_t flags = 0;  // kValidate, kPsMismatch; kFirst/kLast are set per chunk
+  uint32_t request_id = 0;
+  uint64_t aux = 0;
+  std::string meta;
+  std::vector<ibv_sge> data;
+  uint64_t data_bytes = 0;
+  // Echo replies continue a payload: their offset in it and its total size.
+  uint64_t payload_offset = 0;
+  uint64_t payload_total = 0;
+  // Runs once every chunk of the message has left (its send completed).
+  std::function<void()> on_sent;
+};
+
+struct InChunk {
+  uint32_t slot;
+  const ChunkHeader* header;
+  std::span<const std::byte> meta;
+  std::span<std::byte> data;  // in the slot, valid until ReleaseSlot(slot)
+  uint32_t lkey;              // of the receive region, to send the data on from the slot
+};
+
+class Connection {
+ public:
+  // Creates the QP (moved to INIT), the receive region and the staging ring.
+  static absl::StatusOr<std::unique_ptr<Connection>> Create(const Device& device, ibv_cq* cq,
+                                                           const RdmaOptions& options,
+                                                           std::string peer);
+  ~Connection();
+
+  uint32_t qpn() const { return qp_->qp_num; }
+  const std::string& peer() const { return peer_; }
+  wire::VerbsEndpoint LocalEndpoint() const;
+  // Moves the QP through RTR and RTS towards `remote` and posts the receives.
+  absl::Status ConnectTo(const wire::VerbsEndpoint& remote);
+  // Bytes of payload one chunk to the peer can carry after `meta_bytes` of metadata.
+  uint64_t ChunkCapacity(uint64_t meta_bytes) const;
+
+  // Queues a message and sends as much as credits and the send queue allow.
+  void Send(OutMessage message);
+  // The receiver is done with a slot: return its credit to the peer.
+  void ReleaseSlot(uint32_t slot);
+  // Posts a zero-byte RDMA write that the peer's adapter must acknowledge: if the peer is
+  // gone, it fails with an error completion instead of waiting forever.
+  void Probe();
+
+  // Handles one work completion of this QP. Chunks are handed to `on_chunk`. Returns an error
+  // once the connection failed (error completion, protocol violation); it stays failed.
+  absl::Status OnCompletion(const ibv_wc& wc, const std::function<void(const InChunk&)>& on_chunk);
+  const absl::Status& failure() const { return failure_; }
+  bool idle() const { return out_.empty() && sends_.empty(); }
+
+ private:
+  Connection() = default;
+  void Flush();
+  bool PostChunk(OutMessage& m);
+  void PostCredits();
+  void Fail(absl::Status status);
+  // Staging ring for headers and metadata, released in send order.
+  bool StagingAlloc(uint64_t bytes, uint64_t* offset);
+
+  struct SentRecord {
+    uint32_t wrs;
+    uint64_t staging_end;  // ring position to release up to
+    std::function<void()> on_sent;
+  };
+
+  const Device* device_ = nullptr;
+  std::string peer_;
+  ibv_qp* qp_ = nullptr;
+  uint32_t psn_ = 0;
+  int max_sge_ = 1;
+  uint32_t max_inline_ = 0;
+  std::unique_ptr<Region> recv_region_;
+  uint32_t slots_ = 0;
+  uint64_t slot_bytes_ = 0;
+  std::unique_ptr<Region> staging_;
+  uint64_t staging_head_ = 0;  // monotonic byte counters; position = counter % size
+  uint64_t staging_tail_ = 0;
+
+  // The peer's receive region.
+  uint64_t remote_addr_ = 0;
+  uint32_t remote_rkey_ = 0;
+  uint64_t remote_slot_bytes_ = 0;
+  std::vector<uint32_t> free_remote_slots_;
+
+  uint32_t sq_capacity_ = 0;
+  uint32_t sq_used_ = 0;
+  std::deque<SentRecord> sends_;
+  std::deque<OutMessage> out_;
+  uint64_t out_sent_ = 0;  // bytes of out_.front() already sent
+  bool out_started_ = false;
+  size_t out_sge_ = 0;         // gather cursor in out_.front().data
+  uint64_t out_sge_offset_ = 0;
+  uint32_t max_wrs_per_chunk_ = 1;
+  uint32_t queue_depth_ = 0;
+  std::vector<ibv_sge> sge_scratch_;
+  std::vector<ibv_send_wr> wr_scratch_;
+  std::vector<uint32_t> credits_to_return_;
+  bool connected_ = false;
+  absl::Status failure_;
+};
+
+}  // namespace psbench::verbs
+
+#endif  // PSBENCH_TRANSPORTS_VERBS_VERBS_CONNECTION_H_

@@ -1,0 +1,112 @@
+#include "transports/verbs/verbs_meta.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench::verbs {
+namespace {
+
+void Put(std::string* out, const void* p, size_t n) {
+  out->append(static_cast<const char*>(p), n);
+}
+
+template <typename T>
+bool Get(std::span<const std::byte>* in, T* v) {
+  if (in->size() < sizeof(T)) return false;
+  std::memcpy(v, in->data(), sizeof(T));
+  *in = in->subspan(sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+std::string EncodePayloadMeta(const std::vector<uint64_t>& sizes,
+                              const std::vector<uint64_t>* checksums) {
+  std::string out;
+  uint32_t n = static_cast<uint32_t>(sizes.size()), zero = 0;
+  Put(&out, &n, 4);
+  Put(&out, &zero, 4);
+  Put(&out, sizes.data(), 8 * sizes.size());
+  if (checksums != nullptr) Put(&out, checksums->data(), 8 * checksums->size());
+  return out;
+}
+
+absl::StatusOr<PayloadMeta> DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
+                                              uint64_t total_bytes) {
+  uint32_t n = 0, zero = 0;
+  if (!Get(&bytes, &n) || !Get(&bytes, &zero) ||
+      bytes.size() != (validate ? 16ull : 8ull) * n) {
+    return absl::DataLossError("malformed payload metadata");
+  }
+  PayloadMeta meta;
+  meta.sizes.resize(n);
+  std::memcpy(meta.sizes.data(), bytes.data(), 8ull * n);
+  if (validate) {
+    meta.checksums.resize(n);
+    std::memcpy(meta.checksums.data(), bytes.data() + 8ull * n, 8ull * n);
+  }
+  uint64_t sum = 0;
+  for (uint64_t s : meta.sizes) sum += s;
+  if (sum != total_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("buffer sizes add up to ", sum, " bytes, the payload has ", total_bytes));
+  }
+  return meta;
+}
+
+std::string EncodeAckMeta(const AckMeta& ack) {
+  std::string out;
+  uint32_t status = ack.ok ? 0 : 1, n = static_cast<uint32_t>(ack.checksums.size());
+  Put(&out, &ack.bytes_received, 8);
+  Put(&out, &status, 4);
+  Put(&out, &n, 4);
+  Put(&out, ack.checksums.data(), 8ull * n);
+  out += ack.error;
+  return out;
+}
+
+absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes) {
+  AckMeta ack;
+  uint32_t status = 0, n = 0;
+  if (!Get(&bytes, &ack.bytes_received) || !Get(&bytes, &status) || !Get(&bytes, &n) ||
+      bytes.size() < 8ull * n) {
+    return absl::DataLossError("malformed acknowledgement");
+  }
+  ack.ok = status == 0;
+  ack.checksums.resize(n);
+  std::memcpy(ack.checksums.data(), bytes.data(), 8ull * n);
+  bytes = bytes.subspan(8ull * n);
+  ack.error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return ack;
+}
+
+void BufferChecksums::Reset(const std::vector<uint64_t>* sizes) {
+  sizes_ = sizes;
+  buffer_ = 0;
+  offset_ = 0;
+  stream_.Reset();
+  done_.clear();
+  FinishEmpty();
+}
+
+void BufferChecksums::FinishEmpty() {
+  while (buffer_ < sizes_->size() && (*sizes_)[buffer_] == offset_) {
+    done_.push_back(stream_.Digest());
+    stream_.Reset();
+    ++buffer_;
+    offset_ = 0;
+  }
+}
+
+void BufferChecksums::Update(std::span<const std::byte> bytes) {
+  while (!bytes.empty() && buffer_ < sizes_->size()) {
+    uint64_t n = std::min<uint64_t>(bytes.size(), (*sizes_)[buffer_] - offset_);
+    stream_.Update(bytes.first(n));
+    offset_ += n;
+    bytes = bytes.subspan(n);
+    FinishEmpty();
+  }
+}
+
+}  // namespace psbench::verbs

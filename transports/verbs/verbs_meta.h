@@ -1,0 +1,52 @@
+// Encoding of chunk metadata (verbs_wire.h) and per-buffer checksums of a payload that
+// arrives in chunks whose boundaries do not follow the buffers'.
+#ifndef PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_
+#define PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "payloads/payload.h"
+
+namespace psbench::verbs {
+
+struct PayloadMeta {
+  std::vector<uint64_t> sizes;
+  std::vector<uint64_t> checksums;  // empty without validation
+};
+std::string EncodePayloadMeta(const std::vector<uint64_t>& sizes,
+                              const std::vector<uint64_t>* checksums);
+absl::StatusOr<PayloadMeta> DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
+                                              uint64_t total_bytes);
+
+struct AckMeta {
+  uint64_t bytes_received = 0;
+  bool ok = true;
+  std::vector<uint64_t> checksums;
+  std::string error;
+};
+std::string EncodeAckMeta(const AckMeta& ack);
+absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes);
+
+// Feeds a payload's bytes in order, in pieces of any size; yields one checksum per buffer.
+class BufferChecksums {
+ public:
+  void Reset(const std::vector<uint64_t>* sizes);
+  void Update(std::span<const std::byte> bytes);
+  const std::vector<uint64_t>& checksums() const { return done_; }
+
+ private:
+  void FinishEmpty();
+  const std::vector<uint64_t>* sizes_ = nullptr;
+  size_t buffer_ = 0;
+  uint64_t offset_ = 0;
+  ChecksumStream stream_;
+  std::vector<uint64_t> done_;
+};
+
+}  // namespace psbench::verbs
+
+#endif  // PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_

@@ -1,0 +1,57 @@
+// The grpc+verbs data plane, all RDMA WRITE WITH IMMEDIATE on an RC queue pair.
+//
+// Each side owns a receive region of `slots` slots of `slot_bytes`, registered once and told
+// to the peer at setup. A sender holds one credit per free slot of the peer. A chunk is one
+// slot's worth: a 64-byte ChunkHeader, then (first chunk only) metadata, then payload bytes
+// gathered straight from the payload's own buffers (one SGE each, no copy). It is written
+// into a free slot and the immediate names the slot. When the receiver is done with a slot it
+// returns the credit with a zero-byte write whose immediate has kCreditBit set. A payload that
+// does not fit one slot goes in several chunks; chunks of one connection arrive in order.
+//
+// Worker -> PS: kPush / kEcho chunks; metadata = PayloadMeta.
+// PS -> worker: kEchoReply chunks (the PS writes back from its own slot, no copy), or one
+//               kAck whose metadata is AckMeta.
+#ifndef PSBENCH_TRANSPORTS_VERBS_VERBS_WIRE_H_
+#define PSBENCH_TRANSPORTS_VERBS_VERBS_WIRE_H_
+
+#include <cstdint>
+
+namespace psbench::verbs {
+
+inline constexpr uint32_t kChunkMagic = 0x56425350;  // "PSBV"
+inline constexpr uint32_t kCreditBit = 0x80000000u;
+inline constexpr uint32_t kSlotMask = 0xffffu;
+
+enum ChunkKind : uint8_t { kPush = 1, kEcho = 2, kEchoReply = 3, kAck = 4 };
+
+enum ChunkFlags : uint8_t {
+  kFirst = 1,
+  kLast = 2,
+  kValidate = 4,    // PayloadMeta carries checksums; the PS checks them
+  kPsMismatch = 8,  // echo reply: the PS found a checksum mismatch (aux = buffer index)
+};
+
+struct ChunkHeader {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t flags;
+  uint16_t reserved;
+  uint32_t request_id;
+  uint32_t meta_bytes;   // metadata after the header (first chunk only)
+  uint64_t data_bytes;   // payload bytes in this chunk, after the metadata
+  uint64_t offset;       // where they start in the payload
+  uint64_t total_bytes;  // the whole payload
+  uint64_t aux;
+  uint64_t pad[2];
+};
+static_assert(sizeof(ChunkHeader) == 64);
+inline constexpr uint64_t kHeaderBytes = sizeof(ChunkHeader);
+
+// PayloadMeta: uint32 buffers, uint32 zero, uint64 sizes[buffers], then with kValidate
+// uint64 checksums[buffers] (XXH3-64).
+// AckMeta: uint64 bytes_received, uint32 status (0 ok, 1 data loss), uint32 checksums count,
+// uint64 checksums[count], then the error text (status != 0), not terminated.
+
+}  // namespace psbench::verbs
+
+#endif  // PSBENCH_TRANSPORTS_VERBS_VERBS_WIRE_H_
