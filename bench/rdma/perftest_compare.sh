@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs INSIDE one Soft-RoCE guest boot (or on a host with a real RDMA device): perftest's
+# ib_write_lat / ib_write_bw against psbench latency / bandwidth over grpc+verbs, and plain
+# grpc for reference, for 32 B, 64 KiB and 1 MiB single buffers, REPEAT times, interleaved so
+# that the emulator's drift hits every tool alike. Writes raw outputs and JSON Lines to OUT.
+#
+#   perftest_compare.sh BIN_DIR OUT_DIR
+# Env: REPEAT (default 5), DEVICE (default rxe0), POLL (busy|event, default busy: perftest
+#      busy-polls), QUICK=1 for a smoke run.
+set -uo pipefail
+bin=$1
+out=$2
+repeat=${REPEAT:-5}
+dev=${DEVICE:-rxe0}
+poll=${POLL:-busy}
+mkdir -p "$out"
+lat_iters=2000 bw_iters_small=2000 bw_iters_large=300
+if [[ -n "${QUICK:-}" ]]; then lat_iters=100 bw_iters_small=100 bw_iters_large=20; fi
+
+busy_flag=""
+[[ "$poll" == busy ]] && busy_flag="--busy-poll"
+
+# ib_* SERVER & CLIENT pair on one device; perftest's own TCP exchange on loopback.
+perftest() {
+  local tool=$1 size=$2 iters=$3 log=$4
+  timeout 120 "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" -F >/dev/null 2>&1 &
+  local server=$!
+  sleep 1
+  timeout 120 "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" -F localhost >"$log" 2>&1
+  local rc=$?
+  wait $server
+  return $rc
+}
+
+psbench() {
+  local transport=$1 bench=$2 size=$3 iters=$4
+  timeout 300 "$bin/psbench" run --transport="$transport" --benchmark="$bench" \
+    --sizes="$size:$size" --iterations="$iters" --warmup-iterations=$((iters / 10 + 1)) \
+    $busy_flag --json="$out/psbench.jsonl" >>"$out/psbench.txt" 2>&1
+}
+
+fail=0
+for rep in $(seq "$repeat"); do
+  for size in 32 65536 1048576; do
+    bw_iters=$bw_iters_small
+    [[ $size -ge 1048576 ]] && bw_iters=$bw_iters_large
+    lat=$lat_iters
+    [[ $size -ge 1048576 ]] && lat=$((lat_iters / 10))
+    echo "# rep $rep size $size" >&2
+    perftest ib_write_lat "$size" "$lat" "$out/ib_write_lat-$size-$rep.txt" || fail=1
+    psbench grpc+verbs latency "$size" "$lat" || fail=1
+    psbench grpc latency "$size" "$lat" || fail=1
+    perftest ib_write_bw "$size" "$bw_iters" "$out/ib_write_bw-$size-$rep.txt" || fail=1
+    psbench grpc+verbs bandwidth "$size" "$bw_iters" || fail=1
+    psbench grpc bandwidth "$size" "$bw_iters" || fail=1
+  done
+done
+exit $fail
