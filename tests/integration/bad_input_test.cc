@@ -1,5 +1,6 @@
 // Bad input: every binary refuses it before doing anything, with exit status 2 and exactly
 // one line on stderr that names the problem.
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -155,6 +156,11 @@ const std::vector<BadInput> kScenarioCases = {
     {"ZeroOutstanding", {}, {"--outstanding=0"}, {"--outstanding"}},
     {"ZeroRpcTimeout", {}, {"--rpc-timeout=0s"}, {"--rpc-timeout"}},
     {"UnwritableJson", {}, {"--json=$DIR/no/such/dir/out.jsonl"}, {"--json", "$DIR/no/such/dir"}},
+    {"RdmaMtuNotIb", {}, {"--transport=grpc+verbs", "--rdma-mtu=1500"}, {"--rdma-mtu=1500", "4096"}},
+    {"RdmaZeroQueueDepth", {}, {"--rdma-queue-depth=0"}, {"--rdma-queue-depth=0"}},
+    {"RdmaTinySlot", {}, {"--rdma-slot-size=1K"}, {"--rdma-slot-size", "4KiB"}},
+    {"RdmaUnknownPoll", {}, {"--rdma-poll=spin"}, {"--rdma-poll=spin", "busy", "event"}},
+    {"RdmaPortOutOfRange", {}, {"--rdma-port=300"}, {"--rdma-port=300"}},
 };
 
 std::vector<BadInput> ForTool(Tool tool, const std::vector<BadInput>& cases) {
@@ -195,6 +201,9 @@ const std::vector<BadInput> kPsCases = {
     {"NegativeFaultRate", Tool::kPs, {"--fault-corrupt-every=-1"}, {"--fault-corrupt-every"}},
     {"WorkerFlag", Tool::kPs, {"--benchmark=latency"}, {"unknown flag", "--benchmark"}},
     {"UnknownTransport", Tool::kPs, {"--transport=rdma"}, {"rdma"}},
+    {"RdmaMtuNotIb", Tool::kPs, {"--transport=grpc+verbs", "--rdma-mtu=1000"}, {"--rdma-mtu=1000"}},
+    {"RdmaUnknownPoll", Tool::kPs, {"--rdma-poll=spin"}, {"--rdma-poll=spin"}},
+    {"RdmaTinySlot", Tool::kPs, {"--rdma-slot-size=100"}, {"--rdma-slot-size"}},
 };
 
 std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }
@@ -256,6 +265,31 @@ TEST_F(BadInputProcessTest, PsPortInUse) {
                    "psbench-ps", {"in use", port});
   EXPECT_TRUE(first->process().Running()) << "the first PS keeps serving";
   EXPECT_EQ(first->process().Stop(SIGTERM), 0);
+}
+
+bool HostHasRdmaDevice() {
+  std::error_code ec;
+  return std::filesystem::exists("/sys/class/infiniband", ec) &&
+         !std::filesystem::is_empty("/sys/class/infiniband", ec);
+}
+
+// Without RDMA hardware (this machine, CI) grpc+verbs says so in one line; the same binaries
+// run for real on Soft-RoCE in ctest -L rdma.
+TEST_F(BadInputProcessTest, VerbsPsWithoutRdmaDevice) {
+  if (HostHasRdmaDevice()) GTEST_SKIP() << "this host has an RDMA device";
+  ExpectUsageError(
+      RunCommand(PsArgv({"--host=127.0.0.1", "--transport=grpc+verbs"}), seconds(20)),
+      "psbench-ps", {"no RDMA device found: ibv_get_device_list returned 0"});
+}
+
+TEST_F(BadInputProcessTest, VerbsWorkerAgainstAGrpcPs) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  RunResult r = RunCommand(WorkerArgv(ps->address(), {"--transport=grpc+verbs", "--iterations=1"}),
+                           seconds(30));
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.err.find("not grpc+verbs"), std::string::npos) << r.Describe();
+  EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
 }
 
 }  // namespace
