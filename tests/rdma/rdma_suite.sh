@@ -1,0 +1,322 @@
+#!/bin/bash
+# End-to-end psbench over one transport with real processes (meant for grpc+verbs on rxe0 in
+# the Soft-RoCE guest; runs anywhere with TRANSPORT=grpc).
+#
+#   rdma_suite.sh BIN_DIR OUT_DIR [TRANSPORT]      (TRANSPORT default grpc+verbs)
+#
+# Cases:
+#   BENCH/MODE/SCHEME  for latency|bandwidth|throughput x serialized|non-serialized x
+#                      uniform|random|skew|trace: one psbench-worker --validate against a
+#                      psbench-ps started per benchmark; its JSON record must agree with the
+#                      plan and with what the PS counted (check_records.py).
+#   bandwidth/non-serialized/skew-default   the default 10-buffer large-bias skew (~6.3 MB)
+#   BENCH/ps-exit      that benchmark's psbench-ps survived all its runs and exits 0 on SIGTERM
+#   run/throughput-2ps-2w, run/latency      `psbench run` (it starts its own processes)
+#   fault/MODE         psbench-ps --fault-corrupt-every=3: the worker must exit 1 naming the
+#                      corrupted buffer, and the PS must survive
+# Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
+# any case failed, 2 on usage errors. Every process runs under `timeout`; servers are killed
+# on exit. Outputs stay in OUT_DIR (one .out/.err/.jsonl per case).
+#
+# Env: PSBENCH_RDMA_SUITE_FILTER   bash regex: run only the cases whose name matches
+#      PSBENCH_RDMA_SUITE_FLAGS    extra flags for every psbench-ps, psbench-worker and psbench
+#                                  run, so only flags all three take (e.g. --rdma-poll=busy)
+#      PSBENCH_RDMA_SUITE_TIMEOUT  bound on each worker / psbench run, seconds (default 60;
+#                                  one takes 2-10 s in the guest)
+set -euo pipefail
+
+die() { echo "rdma_suite: $*" >&2; exit 2; }
+[ $# -ge 2 ] && [ $# -le 3 ] || die "usage: rdma_suite.sh BIN_DIR OUT_DIR [TRANSPORT]"
+BIN=$(cd "$1" && pwd -P) || die "no directory $1"
+mkdir -p "$2" || die "cannot create $2"
+OUT=$(cd "$2" && pwd -P)
+T=${3:-grpc+verbs}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+CHECK_PY=$HERE/check_records.py
+for f in psbench-ps psbench-worker psbench; do
+    [ -x "$BIN/$f" ] || die "no executable $BIN/$f"
+done
+[ -f "$CHECK_PY" ] || die "no $CHECK_PY"
+# The host's own python3: a pyenv shim on PATH may not work inside the guest's chroot.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+FILTER=${PSBENCH_RDMA_SUITE_FILTER:-}
+read -r -a EXTRA <<<"${PSBENCH_RDMA_SUITE_FLAGS:-}"
+PROC_TIMEOUT=${PSBENCH_RDMA_SUITE_TIMEOUT:-60}
+PS_LIFETIME=$((PROC_TIMEOUT * 20))   # a PS outlives all its clients; killed at the end anyway
+LISTEN_WAIT=60                       # seconds for psbench-ps to print its listening line
+
+# Small runs: emulated RDMA moves about 40 MB/s, and the default payload is ~4 MB.
+QUICK=(--warmup-iterations=5 --iterations=20)
+ITER=20
+S=10 M=10240 L=1048576               # default --small --medium --large
+# grpc+verbs must really move the payloads by RDMA: the PS's data_plane must say so.
+DATA_PLANE=()
+[[ $T == *verbs* ]] && DATA_PLANE=(--data-plane-has=RDMA)
+# Sizes around the default 512 KiB receive slot of grpc+verbs (chunking edges) and tiny ones.
+TRACE=$OUT/trace.json
+TRACE_SIZES='[1, 524287, 524288, 524289, 4096, 3]'
+echo "$TRACE_SIZES" >"$TRACE"
+
+# --- bookkeeping -----------------------------------------------------------------------------
+PASSED=0
+FAILED=()
+SERVERS=()          # pids of the `timeout` wrappers of running servers
+NUM=0
+
+cleanup() {
+    local p
+    for p in "${SERVERS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${SERVERS[@]}"; do wait "$p" 2>/dev/null || true; done
+    [ -n "${CHECK_PID:-}" ] && kill "$CHECK_PID" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# One check_records.py for all cases, fed through a coprocess: a Python start costs 1-2 s in
+# the emulated guest.
+coproc CHECKER { exec "$PY" "$CHECK_PY" --serve 2>&1; }
+CHECK_IN=${CHECKER[1]} CHECK_OUT=${CHECKER[0]} CHECK_PID=$CHECKER_PID
+
+# check_records KIND FILE [flags...]: sets CHECK_LINES; returns 1 if the records are wrong.
+check_records() {
+    local IFS=$'\t' head n i line
+    CHECK_LINES=()
+    if ! kill -0 "$CHECK_PID" 2>/dev/null || ! echo "$*" >&"$CHECK_IN" ||
+       ! read -r head <&"$CHECK_OUT"; then
+        CHECK_LINES=("check_records.py died")
+        return 1
+    fi
+    if [[ $head == PASS\ * ]]; then
+        CHECK_LINES=("${head#PASS }")
+        return 0
+    fi
+    n=${head#FAIL }
+    [[ $n =~ ^[0-9]+$ ]] || n=0
+    for ((i = 0; i < n; i++)); do
+        read -r line <&"$CHECK_OUT" || break
+        CHECK_LINES+=("$line")
+    done
+    return 1
+}
+
+selected() { [ -z "$FILTER" ] || [[ $1 =~ $FILTER ]]; }
+# any_selected NAME...: whether any of these cases runs (a PS is started only for those).
+any_selected() {
+    local n
+    for n in "$@"; do selected "$n" && return 0; done
+    return 1
+}
+
+# case_log NAME: sets LOG to a fresh per-case file prefix in OUT_DIR.
+case_log() {
+    NUM=$((NUM + 1))
+    LOG=$OUT/$(printf '%02d' "$NUM")-${1//\//_}
+    rm -f "$LOG".*
+}
+
+# elapsed START: seconds since START (an $EPOCHREALTIME), in pure bash (forks are slow here).
+elapsed() {
+    local now=$EPOCHREALTIME
+    local d=$(( (${now//[!0-9]/} - ${1//[!0-9]/}) / 100000 ))
+    echo "$((d / 10)).$((d % 10))s"
+}
+
+pass() {  # NAME START DETAIL
+    PASSED=$((PASSED + 1))
+    echo "PASS $1 ($(elapsed "$2")) $3"
+}
+
+fail() {  # NAME START REASON [LOG_PREFIX]: prints the case's logs
+    FAILED+=("$1")
+    echo "FAIL $1 ($(elapsed "$2")): $3"
+    local f
+    for f in "${4:-/nonexistent}".{err,check,out}; do
+        [ -s "$f" ] || continue
+        echo "  --- ${f##*/} (last 30 lines) ---"
+        tail -n 30 "$f" | sed 's/^/  /'
+    done
+}
+
+# start_ps NAME [psbench-ps flags...]: starts a PS on loopback; sets PS_PID, PS_PORT, PS_LOG.
+# Returns 1 (after recording NAME as failed) if it does not print its listening line.
+start_ps() {
+    local name=$1 t0=$EPOCHREALTIME line= i
+    shift
+    case_log "$name"
+    PS_LOG=$LOG PS_PORT=
+    : >"$PS_LOG.out"    # exists before the first read below
+    timeout -k 5 "$PS_LIFETIME" "$BIN/psbench-ps" --host=127.0.0.1 --port=0 --transport="$T" \
+        "${EXTRA[@]}" "$@" >"$PS_LOG.out" 2>"$PS_LOG.err" &
+    PS_PID=$!
+    SERVERS+=("$PS_PID")
+    # First stdout line: "psbench-ps listening on 127.0.0.1:PORT transport=... pid=...".
+    # `read` and the regex need no fork: every fork is slow in the emulated guest.
+    for ((i = 0; i < LISTEN_WAIT * 10; i++)); do
+        read -r line <"$PS_LOG.out" || true
+        if [[ $line =~ ^psbench-ps\ listening\ on\ 127\.0\.0\.1:([0-9]+)\  ]]; then
+            PS_PORT=${BASH_REMATCH[1]}
+            return 0
+        fi
+        kill -0 "$PS_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    local rc=0
+    if kill -0 "$PS_PID" 2>/dev/null; then
+        kill -TERM "$PS_PID" 2>/dev/null || true
+        fail "$name" "$t0" "psbench-ps printed no listening line within ${LISTEN_WAIT}s" "$PS_LOG"
+    else
+        wait "$PS_PID" || rc=$?
+        fail "$name" "$t0" "psbench-ps exited $rc before listening" "$PS_LOG"
+    fi
+    return 1
+}
+
+# stop_ps NAME PID LOG: the PS must still run, and exit 0 on SIGTERM.
+stop_ps() {
+    local name=$1 pid=$2 log=$3 t0=$EPOCHREALTIME rc=0
+    if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid" || rc=$?
+        fail "$name" "$t0" "psbench-ps died during the runs (exit $rc)" "$log"
+        return
+    fi
+    kill -TERM "$pid"
+    wait "$pid" || rc=$?     # `timeout` passes SIGTERM on and returns the PS's status
+    if [ "$rc" -eq 0 ]; then
+        pass "$name" "$t0" "psbench-ps served its runs and exited 0 on SIGTERM"
+    else
+        fail "$name" "$t0" "psbench-ps exited $rc on SIGTERM" "$log"
+    fi
+}
+
+# run_checked NAME KIND [check_records.py flags...] -- COMMAND...: runs COMMAND (under
+# timeout, with --json=FILE appended) and expects exit 0, nothing on stderr, and records
+# that check_records.py KIND accepts.
+run_checked() {
+    local name=$1 kind=$2 t0=$EPOCHREALTIME rc=0
+    shift 2
+    local check=()
+    while [ "$1" != -- ]; do check+=("$1"); shift; done
+    shift
+    selected "$name" || return 0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$@" --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        local why="exited $rc"
+        [ "$rc" -eq 124 ] && why="timed out after ${PROC_TIMEOUT}s"
+        fail "$name" "$t0" "${1##*/} $why" "$LOG"
+    elif [ -s "$LOG.err" ]; then
+        fail "$name" "$t0" "${1##*/} succeeded but wrote to stderr" "$LOG"
+    elif ! check_records "$kind" "$LOG.jsonl" --transport="$T" "${DATA_PLANE[@]}" "${check[@]}"; then
+        printf '%s\n' "${CHECK_LINES[@]}" >"$LOG.check"
+        fail "$name" "$t0" "the records check failed" "$LOG"
+    else
+        pass "$name" "$t0" "${CHECK_LINES[0]}"
+    fi
+}
+
+# scheme SCHEME: sets SFLAGS (worker flags) and SCHECK (what the records must show).
+scheme() {
+    case $1 in
+        uniform)    # S, M, L in turn
+            SFLAGS=(--scheme=uniform --buffers=3)
+            SCHECK=(--buffers="[$S, $M, $L]") ;;
+        random)     # category i = [S, M, L][mt19937_64(2)() % 3], as in e2e_test's RandomPlan
+            SFLAGS=(--scheme=random --buffers=5 --seed=2)
+            SCHECK=(--buffers="[$S, $S, $M, $L, $S]") ;;
+        skew)       # small bias: 6 S, 3 M, 1 L, round robin in bias order S, M, L
+            SFLAGS=(--scheme=skew --skew-bias=small --buffers=10)
+            SCHECK=(--buffers="[$S, $M, $L, $S, $M, $S, $M, $S, $S, $S]") ;;
+        trace)
+            SFLAGS=(--scheme=trace --trace="$TRACE")
+            SCHECK=(--buffers="$TRACE_SIZES") ;;
+    esac
+}
+
+echo "rdma_suite: transport $T, binaries $BIN, outputs $OUT${FILTER:+, filter '$FILTER'}"
+SUITE_T0=$EPOCHREALTIME
+
+# --- one psbench-worker per case against a PS per benchmark ----------------------------------
+for bench in latency bandwidth throughput; do
+    names=()
+    for sch in uniform random skew trace; do
+        names+=("$bench/non-serialized/$sch" "$bench/serialized/$sch")
+    done
+    [ "$bench" = bandwidth ] && names+=("$bench/non-serialized/skew-default")
+    any_selected "${names[@]}" || continue
+    start_ps "$bench/ps-start" || continue
+    pid=$PS_PID port=$PS_PORT log=$PS_LOG
+    for sch in uniform random skew trace; do
+        scheme "$sch"
+        for mode in non-serialized serialized; do
+            run_checked "$bench/$mode/$sch" worker \
+                --benchmark="$bench" --mode="$mode" --scheme="$sch" --iterations="$ITER" \
+                "${SCHECK[@]}" -- \
+                "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" "${EXTRA[@]}" \
+                --benchmark="$bench" --mode="$mode" --validate "${SFLAGS[@]}" "${QUICK[@]}"
+        done
+    done
+    if [ "$bench" = bandwidth ]; then
+        # The default plan: 10 buffers, 6 L + 3 M + 1 S, ~6.3 MB a payload: few operations.
+        run_checked "$bench/non-serialized/skew-default" worker \
+            --benchmark="$bench" --mode=non-serialized --scheme=skew --iterations=8 \
+            --buffers="[$L, $M, $S, $L, $M, $L, $M, $L, $L, $L]" -- \
+            "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" "${EXTRA[@]}" \
+            --benchmark="$bench" --validate --scheme=skew --warmup-iterations=2 --iterations=8
+    fi
+    stop_ps "$bench/ps-exit" "$pid" "$log"
+done
+
+# --- psbench run: the driver starts its own PS and workers -----------------------------------
+run_checked run/throughput-2ps-2w run \
+    --benchmark=throughput --mode=non-serialized --scheme=uniform --iterations="$ITER" \
+    --num-ps=2 --num-workers=2 --buffers="[$S, $M, $L]" -- \
+    "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=throughput \
+    --num-ps=2 --num-workers=2 --validate --buffers=3 "${QUICK[@]}"
+run_checked run/latency run \
+    --benchmark=latency --mode=serialized --scheme=trace --iterations="$ITER" \
+    --buffers="$TRACE_SIZES" -- \
+    "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=latency --mode=serialized \
+    --validate --scheme=trace --trace="$TRACE" "${QUICK[@]}"
+
+# --- a PS that corrupts every 3rd payload: --validate must fail the worker -------------------
+if any_selected fault/non-serialized fault/serialized; then
+    if start_ps fault/ps-start --fault-corrupt-every=3; then
+        pid=$PS_PID port=$PS_PORT log=$PS_LOG
+        for mode in non-serialized serialized; do
+            name=fault/$mode
+            selected "$name" || continue
+            t0=$EPOCHREALTIME rc=0
+            case_log "$name"
+            timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" \
+                --transport="$T" "${EXTRA[@]}" --benchmark=latency --mode="$mode" --validate \
+                --quiet "${QUICK[@]}" >"$LOG.out" 2>"$LOG.err" || rc=$?
+            err=$(<"$LOG.err")
+            # One line: "psbench-worker: validation failed: PS HOST:PORT: buffer I of N (...)..."
+            if [ "$rc" -ne 1 ]; then
+                fail "$name" "$t0" "psbench-worker exited $rc, expected 1" "$LOG"
+            elif [[ $err == *$'\n'* ]] || [[ $err != "psbench-worker: validation failed"* ]]; then
+                fail "$name" "$t0" "expected one line 'psbench-worker: validation failed...'" "$LOG"
+            elif ! [[ $err =~ buffer\ [0-9]+\ of\ [0-9]+ ]]; then
+                fail "$name" "$t0" "the message does not name the corrupted buffer" "$LOG"
+            elif [[ $err != *"127.0.0.1:$port"* ]]; then
+                fail "$name" "$t0" "the message does not name the PS 127.0.0.1:$port" "$LOG"
+            else
+                pass "$name" "$t0" "exit 1: ${err#psbench-worker: }"
+            fi
+        done
+        stop_ps fault/ps-exit "$pid" "$log"
+    fi
+fi
+
+# --- summary ---------------------------------------------------------------------------------
+total=$((PASSED + ${#FAILED[@]}))
+echo "rdma_suite: $PASSED/$total passed over $T in $(elapsed "$SUITE_T0")"
+if [ "$total" -eq 0 ]; then
+    echo "rdma_suite: no case matched the filter '$FILTER'"
+    exit 1
+fi
+if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "rdma_suite: FAILED: ${FAILED[*]}"
+    exit 1
+fi
