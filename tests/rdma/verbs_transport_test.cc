@@ -198,6 +198,39 @@ TEST_P(VerbsTransportTest, CreditsBoundTheWindow) {
   EXPECT_EQ(info->rpcs_served, 400u);
 }
 
+// The default ring (16 slots): credits ride back in chunks, or alone once 8 wait; several
+// multi-chunk payloads in flight must neither stall nor overrun a slot.
+TEST_P(VerbsTransportTest, DefaultRingWithChunkedPayloadsInFlight) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {2 << 20, 10, 300000};
+  Payload p(sizes, 7);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 40, 8).ok());
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 12, 4).ok());
+  auto info = client->GetInfo(0);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->bytes_received, 52 * p.total_bytes());
+}
+
+// One slot each way: every credit goes back alone.
+TEST_P(VerbsTransportTest, QueueDepthOne) {
+  RdmaOptions one;
+  one.queue_depth = 1;
+  one.slot_bytes = 4096;
+  StartServer(one);
+  auto client = Connect(one);
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> sizes = {5000, 1, 20000};
+  Payload p(sizes, 8);
+  auto id = client->Register(p);
+  ASSERT_TRUE(id.ok());
+  EXPECT_TRUE(Run(*client, Op::kPush, *id, 30, 4).ok());
+  EXPECT_TRUE(Run(*client, Op::kEcho, *id, 30, 4).ok());
+}
+
 TEST_P(VerbsTransportTest, ValidateCatchesCorruptedBytes) {
   StartServer({}, /*corrupt_every=*/2);
   auto client = Connect();

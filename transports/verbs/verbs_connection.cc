@@ -105,8 +105,10 @@ absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
   remote_addr_ = remote.region_addr();
   remote_rkey_ = remote.rkey();
   remote_slot_bytes_ = remote.slot_bytes();
-  uint32_t usable = std::min(remote.slots(), queue_depth_);
-  for (uint32_t s = usable; s-- > 0;) free_remote_slots_.push_back(s);
+  // Both directions use a ring of min(our slots, peer's slots): each side knows both.
+  ring_out_ = std::min(remote.slots(), slots_);
+  ring_in_ = ring_out_;
+  slot_done_.assign(ring_in_, false);
   auto staging = Region::Allocate(device_->pd(), std::max<uint64_t>(256 << 10, 2 * remote_slot_bytes_),
                                   kAccess, "the RDMA staging ring");
   if (!staging.ok()) return staging.status();
@@ -169,16 +171,27 @@ void Connection::Send(OutMessage message) {
   Flush();
 }
 
+void Connection::MarkReleased(uint32_t slot) {
+  slot_done_[slot] = true;
+  while (freed_ < received_chunks_ && slot_done_[freed_ % ring_in_]) {
+    slot_done_[freed_ % ring_in_] = false;
+    ++freed_;
+  }
+}
+
 void Connection::ReleaseSlot(uint32_t slot) {
-  credits_to_return_.push_back(slot);
-  PostCredits();
+  MarkReleased(slot);
+  // Usually the credit rides back in a chunk soon; alone only when half the ring waits
+  // (the peer may be blocked on them; it is never blocked on fewer while more are coming).
+  if (freed_ - reported_ >= std::max<uint32_t>(1, ring_in_ / 2)) credit_update_pending_ = true;
+  Flush();
 }
 
 void Connection::Flush() {
   if (!failure_.ok() || !connected_) return;
-  PostCredits();
   while (!out_.empty() && PostChunk(out_.front())) {
   }
+  if (credit_update_pending_) PostCreditUpdate();
 }
 
 bool Connection::StagingAlloc(uint64_t bytes, uint64_t* offset) {
@@ -193,23 +206,29 @@ bool Connection::StagingAlloc(uint64_t bytes, uint64_t* offset) {
   return true;
 }
 
+// Completions are what frees send-queue entries and staging memory, but each costs a CQ
+// entry to poll: ask for one only every so often.
+bool Connection::ShouldSignal(uint32_t wrs) const {
+  return unsignaled_wrs_ + wrs >= sq_capacity_ / 4 ||
+         staging_head_ - staging_tail_ >= staging_->size() / 4;
+}
+
 bool Connection::PostChunk(OutMessage& m) {
-  if (free_remote_slots_.empty()) return false;
+  if (sent_chunks_ - peer_freed_ >= ring_out_) return false;  // no credit
   bool first = !out_started_;
   uint64_t meta_bytes = first ? m.meta.size() : 0;
-  uint64_t capacity = ChunkCapacity(meta_bytes);
   if (first && kHeaderBytes + meta_bytes > remote_slot_bytes_) {
     Fail(absl::InvalidArgumentError(absl::StrCat(
         "payload metadata of ", meta_bytes, " bytes does not fit the peer's RDMA slots of ",
         remote_slot_bytes_, " bytes (fewer buffers, or a larger --rdma-slot-size)")));
     return false;
   }
+  uint64_t capacity = ChunkCapacity(meta_bytes);
   // Gather this chunk's bytes, limited by the slot and by the WRs one chunk may use.
   uint64_t want = std::min(capacity, m.data_bytes - out_sent_);
   size_t max_sges = static_cast<size_t>(max_wrs_per_chunk_) * max_sge_ - 1;
   sge_scratch_.clear();
-  ibv_sge header_sge{};
-  sge_scratch_.push_back(header_sge);  // filled below
+  sge_scratch_.push_back(ibv_sge{});  // the header, filled below
   size_t sge = out_sge_;
   uint64_t sge_offset = out_sge_offset_;
   uint64_t take = 0;
@@ -229,8 +248,8 @@ bool Connection::PostChunk(OutMessage& m) {
   uint64_t staged;
   if (!StagingAlloc(kHeaderBytes + meta_bytes, &staged)) return false;
 
-  uint64_t offset = m.payload_offset + out_sent_;
   bool last = out_sent_ + take == m.data_bytes;
+  if (last && m.release_slot >= 0) MarkReleased(static_cast<uint32_t>(m.release_slot));
   auto* h = reinterpret_cast<ChunkHeader*>(staging_->data() + staged);
   std::memset(h, 0, kHeaderBytes);
   h->magic = kChunkMagic;
@@ -240,15 +259,17 @@ bool Connection::PostChunk(OutMessage& m) {
   h->request_id = m.request_id;
   h->meta_bytes = static_cast<uint32_t>(meta_bytes);
   h->data_bytes = take;
-  h->offset = offset;
+  h->offset = m.payload_offset + out_sent_;
   h->total_bytes = m.payload_total;
   h->aux = m.aux;
+  h->credits = freed_;
   if (meta_bytes > 0) std::memcpy(staging_->data() + staged + kHeaderBytes, m.meta.data(), meta_bytes);
   sge_scratch_[0] = {staging_->address() + staged, static_cast<uint32_t>(kHeaderBytes + meta_bytes),
                      staging_->lkey()};
 
-  uint32_t slot = free_remote_slots_.back();
+  uint32_t slot = static_cast<uint32_t>(sent_chunks_ % ring_out_);
   uint64_t remote = remote_addr_ + slot * remote_slot_bytes_;
+  bool signaled = ShouldSignal(wrs);
   wr_scratch_.assign(wrs, ibv_send_wr{});
   uint64_t chunk_bytes = kHeaderBytes + meta_bytes + take;
   size_t next = 0;
@@ -269,7 +290,7 @@ bool Connection::PostChunk(OutMessage& m) {
       // The immediate goes with the last write: by then the whole chunk is in the slot.
       wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
       wr.imm_data = htonl(slot);
-      wr.send_flags = IBV_SEND_SIGNALED;
+      if (signaled) wr.send_flags = IBV_SEND_SIGNALED;
       if (wrs == 1 && chunk_bytes <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
     }
   }
@@ -278,48 +299,45 @@ bool Connection::PostChunk(OutMessage& m) {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return false;
   }
-  free_remote_slots_.pop_back();
+  ++sent_chunks_;
+  reported_ = freed_;
+  credit_update_pending_ = false;
   sq_used_ += wrs;
+  unsignaled_wrs_ = signaled ? 0 : unsignaled_wrs_ + wrs;
   out_sent_ += take;
   out_started_ = true;
   out_sge_ = sge;
   out_sge_offset_ = sge_offset;
-  SentRecord record{wrs, staging_head_, nullptr};
+  sends_.push_back({wrs, staging_head_, signaled});
   if (last) {
-    record.on_sent = std::move(m.on_sent);
     out_.pop_front();
     out_sent_ = 0;
     out_started_ = false;
     out_sge_ = 0;
     out_sge_offset_ = 0;
   }
-  sends_.push_back(std::move(record));
   return true;
 }
 
-void Connection::PostCredits() {
-  if (!failure_.ok() || !connected_ || credits_to_return_.empty()) return;
-  uint32_t n = std::min<uint32_t>(credits_to_return_.size(), sq_capacity_ - sq_used_);
-  if (n == 0) return;
-  wr_scratch_.assign(n, ibv_send_wr{});
-  for (uint32_t i = 0; i < n; ++i) {
-    ibv_send_wr& wr = wr_scratch_[i];
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(kCreditBit | credits_to_return_[i]);
-    wr.wr.rdma.remote_addr = remote_addr_;  // zero bytes, but a valid target all the same
-    wr.wr.rdma.rkey = remote_rkey_;
-    wr.wr_id = kSendBit;
-    wr.next = i + 1 < n ? &wr_scratch_[i + 1] : nullptr;
-  }
-  wr_scratch_[n - 1].send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_, wr_scratch_.data(), &bad); rc != 0) {
+void Connection::PostCreditUpdate() {
+  if (!failure_.ok() || !connected_ || sq_used_ >= sq_capacity_) return;
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(kCreditBit | static_cast<uint32_t>(freed_ & ~kCreditBit));
+  wr.wr.rdma.remote_addr = remote_addr_;  // zero bytes, but a valid target all the same
+  wr.wr.rdma.rkey = remote_rkey_;
+  wr.wr_id = kSendBit;
+  bool signaled = ShouldSignal(1);
+  if (signaled) wr.send_flags = IBV_SEND_SIGNALED;
+  if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return;
   }
-  credits_to_return_.erase(credits_to_return_.begin(), credits_to_return_.begin() + n);
-  sq_used_ += n;
-  sends_.push_back({n, staging_head_, nullptr});
+  reported_ = freed_;
+  credit_update_pending_ = false;
+  ++sq_used_;
+  unsignaled_wrs_ = signaled ? 0 : unsignaled_wrs_ + 1;
+  sends_.push_back({1, staging_head_, signaled});
 }
 
 void Connection::Probe() {
@@ -332,7 +350,8 @@ void Connection::Probe() {
   wr.send_flags = IBV_SEND_SIGNALED;
   if (ibv_post_send(qp_, &wr, &bad) != 0) return;
   ++sq_used_;
-  sends_.push_back({1, staging_head_, nullptr});
+  unsignaled_wrs_ = 0;
+  sends_.push_back({1, staging_head_, true});
 }
 
 void Connection::Fail(absl::Status status) {
@@ -356,15 +375,18 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     return failure_;
   }
   if (wc.wr_id & kSendBit) {
-    if (sends_.empty()) {
-      Fail(absl::InternalError("send completion without a send"));
-      return failure_;
+    // Retires every unsignaled request before this signaled one, and it.
+    while (true) {
+      if (sends_.empty()) {
+        Fail(absl::InternalError("send completion without a send"));
+        return failure_;
+      }
+      SentRecord record = sends_.front();
+      sends_.pop_front();
+      sq_used_ -= record.wrs;
+      staging_tail_ = record.staging_end;
+      if (record.signaled) break;
     }
-    SentRecord record = std::move(sends_.front());
-    sends_.pop_front();
-    sq_used_ -= record.wrs;
-    staging_tail_ = record.staging_end;
-    if (record.on_sent) record.on_sent();
     Flush();
     return failure_;
   }
@@ -378,20 +400,24 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     return failure_;
   }
   uint32_t imm = ntohl(wc.imm_data);
-  uint32_t slot = imm & kSlotMask;
-  if (imm & kCreditBit) {
-    if (slot >= queue_depth_ ||
-        std::find(free_remote_slots_.begin(), free_remote_slots_.end(), slot) !=
-            free_remote_slots_.end()) {
-      Fail(absl::InternalError(absl::StrCat("peer ", peer_, " returned a credit it does not hold")));
-      return failure_;
+  auto take_credits = [&](uint64_t freed) {
+    if (freed > sent_chunks_) {
+      Fail(absl::InternalError(absl::StrCat("peer ", peer_, " returned credits it does not hold")));
+      return false;
     }
-    free_remote_slots_.push_back(slot);
-    Flush();
+    peer_freed_ = std::max(peer_freed_, freed);
+    return true;
+  };
+  if (imm & kCreditBit) {
+    // The low 31 bits of a count that never runs more than a ring ahead of ours.
+    uint64_t freed = peer_freed_ + ((imm - static_cast<uint32_t>(peer_freed_)) & ~kCreditBit);
+    if (take_credits(freed)) Flush();
     return failure_;
   }
-  if (slot >= slots_) {
-    Fail(absl::DataLossError(absl::StrCat("peer ", peer_, " wrote to slot ", slot, " of ", slots_)));
+  uint32_t slot = imm & kSlotMask;
+  if (slot != received_chunks_ % ring_in_) {
+    Fail(absl::DataLossError(absl::StrCat("peer ", peer_, " wrote to slot ", slot, ", expected ",
+                                          received_chunks_ % ring_in_)));
     return failure_;
   }
   std::byte* base = recv_region_->data() + slot * slot_bytes_;
@@ -401,6 +427,8 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     Fail(absl::DataLossError(absl::StrCat("malformed RDMA chunk from ", peer_)));
     return failure_;
   }
+  ++received_chunks_;
+  if (!take_credits(h->credits)) return failure_;
   InChunk chunk{slot, h, {base + kHeaderBytes, h->meta_bytes},
                 {base + kHeaderBytes + h->meta_bytes, h->data_bytes}, recv_region_->lkey()};
   on_chunk(chunk);

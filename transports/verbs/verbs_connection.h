@@ -35,8 +35,10 @@ struct OutMessage {
   // Echo replies continue a payload: their offset in it and its total size.
   uint64_t payload_offset = 0;
   uint64_t payload_total = 0;
-  // Runs once every chunk of the message has left (its send completed).
-  std::function<void()> on_sent;
+  // A slot of ours the message's data comes from (echo): freed when the last chunk is
+  // posted, so its credit rides in that chunk. Safe: the peer can reuse the slot only after
+  // that chunk reached it, and by then our adapter has read every byte sent before it.
+  int64_t release_slot = -1;
 };
 
 struct InChunk {
@@ -65,7 +67,8 @@ class Connection {
 
   // Queues a message and sends as much as credits and the send queue allow.
   void Send(OutMessage message);
-  // The receiver is done with a slot: return its credit to the peer.
+  // The receiver is done with a slot. Its credit goes back in the next chunk to the peer,
+  // or alone once half the ring waits.
   void ReleaseSlot(uint32_t slot);
   // Posts a zero-byte RDMA write that the peer's adapter must acknowledge: if the peer is
   // gone, it fails with an error completion instead of waiting forever.
@@ -81,15 +84,19 @@ class Connection {
   Connection() = default;
   void Flush();
   bool PostChunk(OutMessage& m);
-  void PostCredits();
+  void PostCreditUpdate();
+  void MarkReleased(uint32_t slot);
+  bool ShouldSignal(uint32_t wrs) const;
   void Fail(absl::Status status);
   // Staging ring for headers and metadata, released in send order.
   bool StagingAlloc(uint64_t bytes, uint64_t* offset);
 
+  // Posted work requests, oldest first. Only some are signaled: the completion of a
+  // signaled one retires it and every unsignaled one before it.
   struct SentRecord {
     uint32_t wrs;
     uint64_t staging_end;  // ring position to release up to
-    std::function<void()> on_sent;
+    bool signaled;
   };
 
   const Device* device_ = nullptr;
@@ -109,7 +116,20 @@ class Connection {
   uint64_t remote_addr_ = 0;
   uint32_t remote_rkey_ = 0;
   uint64_t remote_slot_bytes_ = 0;
-  std::vector<uint32_t> free_remote_slots_;
+
+  // Ring credits. Out: chunks we wrote into the peer's ring, and how many of them the peer
+  // has freed. In: chunks the peer wrote into ours, how many we freed (in ring order), and
+  // how many of those we told it about.
+  uint32_t ring_out_ = 0;
+  uint64_t sent_chunks_ = 0;
+  uint64_t peer_freed_ = 0;
+  uint32_t ring_in_ = 0;
+  uint64_t received_chunks_ = 0;
+  uint64_t freed_ = 0;
+  uint64_t reported_ = 0;
+  std::vector<bool> slot_done_;
+  bool credit_update_pending_ = false;
+  uint32_t unsignaled_wrs_ = 0;
 
   uint32_t sq_capacity_ = 0;
   uint32_t sq_used_ = 0;
@@ -123,7 +143,6 @@ class Connection {
   uint32_t queue_depth_ = 0;
   std::vector<ibv_sge> sge_scratch_;
   std::vector<ibv_send_wr> wr_scratch_;
-  std::vector<uint32_t> credits_to_return_;
   bool connected_ = false;
   absl::Status failure_;
 };

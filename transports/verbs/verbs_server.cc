@@ -251,7 +251,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       conn.ReleaseSlot(c.slot);
       return;
     }
-    // Echo: write the bytes back from the slot they arrived in; free the slot once sent.
+    // Echo: write the bytes back from the slot they arrived in (no copy).
     OutMessage m;
     m.kind = kEchoReply;
     m.request_id = r.id;
@@ -266,7 +266,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     m.data_bytes = data.size();
     m.payload_offset = h.offset;
     m.payload_total = r.total;
-    m.on_sent = [&conn, slot = c.slot] { conn.ReleaseSlot(slot); };
+    m.release_slot = c.slot;
     conn.Send(std::move(m));
   }
 

@@ -1,12 +1,15 @@
 // The grpc+verbs data plane, all RDMA WRITE WITH IMMEDIATE on an RC queue pair.
 //
 // Each side owns a receive region of `slots` slots of `slot_bytes`, registered once and told
-// to the peer at setup. A sender holds one credit per free slot of the peer. A chunk is one
-// slot's worth: a 64-byte ChunkHeader, then (first chunk only) metadata, then payload bytes
-// gathered straight from the payload's own buffers (one SGE each, no copy). It is written
-// into a free slot and the immediate names the slot. When the receiver is done with a slot it
-// returns the credit with a zero-byte write whose immediate has kCreditBit set. A payload that
-// does not fit one slot goes in several chunks; chunks of one connection arrive in order.
+// to the peer at setup; a connection uses min(both sides' slots) of them, as a ring. A chunk
+// is one slot's worth: a 64-byte ChunkHeader, then (first chunk only) metadata, then payload
+// bytes gathered straight from the payload's own buffers (one SGE each, no copy). It is
+// written into the next slot of the ring and the immediate names the slot. Credits are
+// cumulative counts of slots the receiver has freed (in ring order). They ride in the
+// header of every chunk going the other way; only when none is going and half the ring is
+// waiting does the receiver send them alone, as a zero-byte write whose immediate has
+// kCreditBit set and the count's low 31 bits. A payload that does not fit one slot goes in
+// several chunks; chunks of one connection arrive in order.
 //
 // Worker -> PS: kPush / kEcho chunks; metadata = PayloadMeta.
 // PS -> worker: kEchoReply chunks (the PS writes back from its own slot, no copy), or one
@@ -42,7 +45,8 @@ struct ChunkHeader {
   uint64_t offset;       // where they start in the payload
   uint64_t total_bytes;  // the whole payload
   uint64_t aux;
-  uint64_t pad[2];
+  uint64_t credits;  // slots of the sender's ring the sender has freed, cumulative
+  uint64_t pad;
 };
 static_assert(sizeof(ChunkHeader) == 64);
 inline constexpr uint64_t kHeaderBytes = sizeof(ChunkHeader);
