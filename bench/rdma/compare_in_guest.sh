@@ -3,7 +3,7 @@
 # bench/RESULTS.md. Needs root (the guest build) and the packages of deploy/install-deps.sh.
 #
 #   bench/rdma/compare_in_guest.sh [BUILD_DIR=build] [OUT_DIR=rdma-compare-out]
-# Env: REPEAT (default 5), POLL (busy|event, default busy), QUICK=1,
+# Env: REPEAT (default 5), QUICK=1,
 #      PSBENCH_RDMA_GUEST_DIR (default /var/tmp/psbench-rdma-guest).
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd -P)
@@ -17,8 +17,8 @@ trap 'rm -rf "$share"' EXIT
 mkdir -p "$share/bin" "$out"
 cp "$build/bin/psbench" "$build/bin/psbench-ps" "$build/bin/psbench-worker" "$share/bin/"
 cp "$here/perftest_compare.sh" "$share/"
-export REPEAT=${REPEAT:-5} POLL=${POLL:-busy} QUICK=${QUICK:-}
-GUEST_ENV="REPEAT POLL QUICK" GUEST_TIMEOUT=${GUEST_TIMEOUT:-1800} \
+export REPEAT=${REPEAT:-5} QUICK=${QUICK:-}
+GUEST_ENV="REPEAT QUICK" GUEST_TIMEOUT=${GUEST_TIMEOUT:-1800} \
   "$guest/run-in-guest.sh" "$guest_dir" "$share" -- \
   bash "$share/perftest_compare.sh" "$share/bin" "$share/out" >&2
 cp -r "$share/out/." "$out/"

@@ -5,20 +5,19 @@
 # that the emulator's drift hits every tool alike. Writes raw outputs and JSON Lines to OUT.
 #
 #   perftest_compare.sh BIN_DIR OUT_DIR
-# Env: REPEAT (default 5), DEVICE (default rxe0), POLL (busy|event, default busy: perftest
-#      busy-polls), QUICK=1 for a smoke run.
+# Latency runs busy-polling on both sides, as ib_write_lat does. Bandwidth runs both ways:
+# busy (both sides spin) and event (both sleep on completions); ib_write_bw's server does not
+# poll at all, RDMA WRITE needs nothing of it.
+# Env: REPEAT (default 5), DEVICE (default rxe0), QUICK=1 for a smoke run.
 set -uo pipefail
 bin=$1
 out=$2
 repeat=${REPEAT:-5}
 dev=${DEVICE:-rxe0}
-poll=${POLL:-busy}
 mkdir -p "$out"
 lat_iters=2000 bw_iters_small=2000 bw_iters_large=300
 if [[ -n "${QUICK:-}" ]]; then lat_iters=100 bw_iters_small=100 bw_iters_large=20; fi
 
-busy_flag=""
-[[ "$poll" == busy ]] && busy_flag="--busy-poll"
 
 # ib_* SERVER & CLIENT pair on one device; perftest's own TCP exchange on loopback.
 perftest() {
@@ -33,10 +32,11 @@ perftest() {
 }
 
 psbench() {
-  local transport=$1 bench=$2 size=$3 iters=$4
+  local poll=$1 transport=$2 bench=$3 size=$4 iters=$5 busy=""
+  [[ $poll == busy ]] && busy=--busy-poll
   timeout 300 "$bin/psbench" run --transport="$transport" --benchmark="$bench" \
     --sizes="$size:$size" --iterations="$iters" --warmup-iterations=$((iters / 10 + 1)) \
-    $busy_flag --json="$out/psbench.jsonl" >>"$out/psbench.txt" 2>&1
+    $busy --json="$out/psbench-$poll.jsonl" >>"$out/psbench.txt" 2>&1
 }
 
 fail=0
@@ -48,11 +48,12 @@ for rep in $(seq "$repeat"); do
     [[ $size -ge 1048576 ]] && lat=$((lat_iters / 10))
     echo "# rep $rep size $size" >&2
     perftest ib_write_lat "$size" "$lat" "$out/ib_write_lat-$size-$rep.txt" || fail=1
-    psbench grpc+verbs latency "$size" "$lat" || fail=1
-    psbench grpc latency "$size" "$lat" || fail=1
+    psbench busy grpc+verbs latency "$size" "$lat" || fail=1
+    psbench busy grpc latency "$size" "$lat" || fail=1
     perftest ib_write_bw "$size" "$bw_iters" "$out/ib_write_bw-$size-$rep.txt" || fail=1
-    psbench grpc+verbs bandwidth "$size" "$bw_iters" || fail=1
-    psbench grpc bandwidth "$size" "$bw_iters" || fail=1
+    psbench busy grpc+verbs bandwidth "$size" "$bw_iters" || fail=1
+    psbench event grpc+verbs bandwidth "$size" "$bw_iters" || fail=1
+    psbench event grpc bandwidth "$size" "$bw_iters" || fail=1
   done
 done
 exit $fail
