@@ -231,6 +231,42 @@ TEST_P(VerbsTransportTest, QueueDepthOne) {
   EXPECT_TRUE(Run(*client, Op::kEcho, *id, 30, 4).ok());
 }
 
+// The PS's connections live as long as the workers' session calls: when a worker goes, its
+// queue pair and completion-queue budget come back. Deep queues fill the PS's budget with a
+// few workers, so a leak would show at once.
+TEST_P(VerbsTransportTest, LeavingWorkersFreeTheirConnections) {
+  RdmaOptions deep;
+  deep.queue_depth = 2048;
+  deep.slot_bytes = 4096;
+  StartServer(deep);
+  std::vector<std::unique_ptr<Client>> clients;
+  absl::Status refused;
+  for (int i = 0; i < 12 && refused.ok(); ++i) {
+    ClientOptions co;
+    co.servers = {address_};
+    co.rdma = deep;
+    auto client = MakeClient("grpc+verbs", co);
+    ASSERT_TRUE(client.ok());
+    refused = (*client)->Connect();
+    if (refused.ok()) clients.push_back(std::move(*client));
+  }
+  ASSERT_FALSE(refused.ok()) << "the PS's completion-queue budget never ran out";
+  EXPECT_NE(refused.message().find("is full"), std::string::npos) << refused;
+  ASSERT_FALSE(clients.empty());
+  clients.pop_back();  // one worker leaves
+  absl::Status s;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    ClientOptions co;
+    co.servers = {address_};
+    co.rdma = deep;
+    auto client = MakeClient("grpc+verbs", co);
+    s = (*client)->Connect();
+    if (s.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(s.ok()) << "the leaving worker's connection was not freed: " << s;
+}
+
 TEST_P(VerbsTransportTest, ValidateCatchesCorruptedBytes) {
   StartServer({}, /*corrupt_every=*/2);
   auto client = Connect();

@@ -42,6 +42,10 @@ struct PendingOp {
 struct Peer {
   std::string address;
   std::unique_ptr<wire::PsVerbs::Stub> stub;
+  // The PS keeps our connection while this call lasts (see PsVerbs.Session).
+  std::unique_ptr<grpc::ClientContext> session_context;
+  std::unique_ptr<grpc::CompletionQueue> session_cq;
+  std::unique_ptr<grpc::ClientAsyncReader<wire::VerbsSetupReply>> session;
   std::unique_ptr<wire::PsControl::Stub> control;
   std::unique_ptr<Connection> conn;
   uint32_t ps_qpn = 0;
@@ -66,15 +70,8 @@ class VerbsClient final : public Client {
 
   ~VerbsClient() override {
     for (Peer& p : peers_) {
-      if (!p.conn) continue;
-      // Let the PS free its side now rather than when it next fails to reach us.
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-      wire::VerbsTeardownRequest request;
-      request.set_ps_qpn(p.ps_qpn);
-      wire::VerbsTeardownReply reply;
-      (void)p.stub->Teardown(&context, request, &reply);
       p.conn.reset();
+      EndSession(p);
     }
     for (auto& r : registered_) {
       if (r && r->mr) ibv_dereg_mr(r->mr);
@@ -101,6 +98,12 @@ class VerbsClient final : public Client {
     auto cq = CompletionQueue::Create(*device_, per_connection * static_cast<int>(peers_.size()) + 16);
     if (!cq.ok()) return cq.status();
     cq_ = std::move(*cq);
+    if (cq_->entries() < per_connection * static_cast<int>(peers_.size())) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          device_->name(), " allows completion queues of ", cq_->entries(), " entries; ",
+          peers_.size(), " PS at --rdma-queue-depth=", options_.rdma.queue_depth, " need ",
+          per_connection * peers_.size(), " (lower the queue depth)"));
+    }
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     for (size_t i = 0; i < peers_.size(); ++i) {
@@ -110,18 +113,12 @@ class VerbsClient final : public Client {
       wire::VerbsSetupRequest request;
       *request.mutable_worker() = (*conn)->LocalEndpoint();
       request.set_worker_host(absl::StrCat(host, " pid ", getpid()));
-      wire::VerbsSetupReply reply;
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
-      grpc::Status status = p.stub->Setup(&context, request, &reply);
-      if (!status.ok()) {
-        return absl::UnavailableError(absl::StrCat("PS ", p.address, ": RDMA setup failed: ",
-                                                   status.error_message()));
-      }
-      if (absl::Status s = (*conn)->ConnectTo(reply.ps()); !s.ok()) {
+      auto reply = OpenSession(p, request);
+      if (!reply.ok()) return reply.status();
+      if (absl::Status s = (*conn)->ConnectTo(reply->ps()); !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("PS ", p.address, ": ", s.message()));
       }
-      p.ps_qpn = reply.ps().qpn();
+      p.ps_qpn = reply->ps().qpn();
       by_qpn_[(*conn)->qpn()] = i;
       p.conn = std::move(*conn);
     }
@@ -153,6 +150,15 @@ class VerbsClient final : public Client {
                            reg->mr->lkey});
     }
     reg->meta = EncodePayloadMeta(payload.sizes(), options_.validate ? &payload.checksums() : nullptr);
+    // The PS's acknowledgement (16 bytes, a checksum per buffer, an error text of up to 200
+    // bytes) comes back in one of our slots.
+    uint64_t ack_meta = 16 + (options_.validate ? 8 * payload.num_buffers() : 0) + 200;
+    if (kHeaderBytes + ack_meta > options_.rdma.slot_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a payload of ", payload.num_buffers(), " buffers needs ", ack_meta,
+          " bytes of acknowledgement, more than one RDMA slot (--rdma-slot-size=",
+          options_.rdma.slot_bytes, ") holds"));
+    }
     for (const Peer& p : peers_) {
       if (p.conn && kHeaderBytes + reg->meta.size() > p.conn->ChunkCapacity(0) + kHeaderBytes) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -211,6 +217,11 @@ class VerbsClient final : public Client {
       if (n > 0) {
         last_progress_ = now;
         for (int i = 0; i < n; ++i) Handle(wc[i]);
+        // Steady traffic from one PS must not hide that another stopped answering.
+        if (now - last_expiry_check_ > absl::Milliseconds(100)) {
+          last_expiry_check_ = now;
+          ExpireOps(now);
+        }
         continue;
       }
       ExpireOps(now);
@@ -235,6 +246,60 @@ class VerbsClient final : public Client {
   }
 
  private:
+  // Starts the session call and waits, up to --connect-timeout, for the PS's endpoint.
+  absl::StatusOr<wire::VerbsSetupReply> OpenSession(Peer& p, const wire::VerbsSetupRequest& request) {
+    p.session_context = std::make_unique<grpc::ClientContext>();
+    p.session_cq = std::make_unique<grpc::CompletionQueue>();
+    p.session = p.stub->AsyncSession(p.session_context.get(), request, p.session_cq.get(),
+                                     reinterpret_cast<void*>(1));
+    wire::VerbsSetupReply reply;
+    absl::Time deadline = absl::Now() + options_.connect_timeout;
+    bool read_posted = false;
+    while (true) {
+      void* tag;
+      bool ok;
+      auto status = p.session_cq->AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+      if (status == grpc::CompletionQueue::TIMEOUT) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "PS ", p.address, ": no RDMA setup reply within ",
+            absl::FormatDuration(options_.connect_timeout)));
+      }
+      if (status != grpc::CompletionQueue::GOT_EVENT || !ok) break;
+      if (read_posted) return reply;
+      p.session->Read(&reply, reinterpret_cast<void*>(2));
+      read_posted = true;
+    }
+    // The call ended without a reply: its status says why.
+    grpc::Status status;
+    p.session->Finish(&status, reinterpret_cast<void*>(3));
+    void* tag;
+    bool ok;
+    while (p.session_cq->AsyncNext(&tag, &ok, absl::ToChronoTime(deadline)) ==
+               grpc::CompletionQueue::GOT_EVENT &&
+           tag != reinterpret_cast<void*>(3)) {
+    }
+    p.session.reset();
+    return absl::UnavailableError(
+        absl::StrCat("PS ", p.address, ": RDMA setup failed: ", status.error_message()));
+  }
+
+  void EndSession(Peer& p) {
+    if (!p.session_cq) return;
+    if (p.session) {
+      p.session_context->TryCancel();
+      grpc::Status status;
+      p.session->Finish(&status, reinterpret_cast<void*>(3));
+    }
+    p.session_cq->Shutdown();
+    void* tag;
+    bool ok;
+    while (p.session_cq->Next(&tag, &ok)) {
+    }
+    p.session.reset();
+    p.session_cq.reset();
+    p.session_context.reset();
+  }
+
   void Handle(const ibv_wc& wc) {
     auto it = by_qpn_.find(wc.qp_num);
     if (it == by_qpn_.end()) return;
@@ -283,6 +348,7 @@ class VerbsClient final : public Client {
     Peer& p = peers_[server];
     if (p.failure.ok()) {
       p.failure = absl::Status(cause.code(), absl::StrCat("PS ", p.address, ": ", cause.message()));
+      if (p.conn) p.conn->Fail(p.failure);  // the PS's next send to us fails too
     }
     for (auto& op : p.in_flight) ready_.push_back({op->tag, p.failure});
     p.in_flight.clear();
@@ -358,6 +424,7 @@ class VerbsClient final : public Client {
   std::deque<Completion> ready_;
   absl::Time last_probe_ = absl::InfinitePast();
   absl::Time last_progress_ = absl::Now();
+  absl::Time last_expiry_check_ = absl::InfinitePast();
 };
 
 }  // namespace

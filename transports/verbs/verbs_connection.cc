@@ -97,10 +97,13 @@ wire::VerbsEndpoint Connection::LocalEndpoint() const {
 }
 
 absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
-  if (remote.gid().size() != 16 || remote.slots() == 0 || remote.slot_bytes() < 2 * kHeaderBytes ||
-      remote.slots() > kSlotMask + 1) {
+  int mtu = static_cast<int>(remote.mtu());
+  if (remote.gid().size() != 16 || remote.slots() == 0 || remote.slots() > kSlotMask + 1 ||
+      remote.slot_bytes() < 4096 || remote.slot_bytes() > (1ull << 30) ||
+      (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("peer ", peer_, " sent an invalid RDMA endpoint"));
+        absl::StrCat("peer ", peer_, " sent an invalid RDMA endpoint (slots ", remote.slots(),
+                     " of ", remote.slot_bytes(), " bytes, MTU ", mtu, ")"));
   }
   remote_addr_ = remote.region_addr();
   remote_rkey_ = remote.rkey();
@@ -109,8 +112,13 @@ absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
   ring_out_ = std::min(remote.slots(), slots_);
   ring_in_ = ring_out_;
   slot_done_.assign(ring_in_, false);
-  auto staging = Region::Allocate(device_->pd(), std::max<uint64_t>(256 << 10, 2 * remote_slot_bytes_),
-                                  kAccess, "the RDMA staging ring");
+  // Headers and metadata only: the adapter reads them, nobody writes them remotely. Sized
+  // for a deep queue of headers plus the largest metadata one slot can hold twice over.
+  uint64_t max_meta = std::min<uint64_t>(remote_slot_bytes_, 1 << 20);
+  auto staging = Region::Allocate(device_->pd(),
+                                  std::max<uint64_t>(kHeaderBytes * sq_capacity_, 2 * max_meta) +
+                                      (256 << 10),
+                                  IBV_ACCESS_LOCAL_WRITE, "the RDMA staging ring");
   if (!staging.ok()) return staging.status();
   staging_ = std::move(*staging);
 
@@ -123,7 +131,7 @@ absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
   }
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = MtuEnum(std::min<int>(device_->mtu_bytes(), static_cast<int>(remote.mtu())));
+  attr.path_mtu = MtuEnum(std::min(device_->mtu_bytes(), mtu));
   attr.dest_qp_num = remote.qpn();
   attr.rq_psn = remote.psn();
   attr.max_dest_rd_atomic = 1;
@@ -217,7 +225,7 @@ bool Connection::PostChunk(OutMessage& m) {
   if (sent_chunks_ - peer_freed_ >= ring_out_) return false;  // no credit
   bool first = !out_started_;
   uint64_t meta_bytes = first ? m.meta.size() : 0;
-  if (first && kHeaderBytes + meta_bytes > remote_slot_bytes_) {
+  if (first && (kHeaderBytes + meta_bytes > remote_slot_bytes_ || meta_bytes > (1 << 20))) {
     Fail(absl::InvalidArgumentError(absl::StrCat(
         "payload metadata of ", meta_bytes, " bytes does not fit the peer's RDMA slots of ",
         remote_slot_bytes_, " bytes (fewer buffers, or a larger --rdma-slot-size)")));
@@ -246,7 +254,13 @@ bool Connection::PostChunk(OutMessage& m) {
   uint32_t wrs = static_cast<uint32_t>((sge_scratch_.size() + max_sge_ - 1) / max_sge_);
   if (sq_used_ + wrs > sq_capacity_) return false;
   uint64_t staged;
-  if (!StagingAlloc(kHeaderBytes + meta_bytes, &staged)) return false;
+  if (!StagingAlloc(kHeaderBytes + meta_bytes, &staged)) {
+    // Only a completion frees staging: make sure one is coming.
+    bool signaled_outstanding = false;
+    for (const SentRecord& r : sends_) signaled_outstanding |= r.signaled;
+    if (!signaled_outstanding) Probe();
+    return false;
+  }
 
   bool last = out_sent_ + take == m.data_bytes;
   if (last && m.release_slot >= 0) MarkReleased(static_cast<uint32_t>(m.release_slot));
@@ -421,16 +435,20 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     return failure_;
   }
   std::byte* base = recv_region_->data() + slot * slot_bytes_;
-  auto* h = reinterpret_cast<const ChunkHeader*>(base);
-  if (h->magic != kChunkMagic || kHeaderBytes + h->meta_bytes + h->data_bytes > slot_bytes_ ||
-      h->offset + h->data_bytes > h->total_bytes) {
+  // A copy: the peer can write the slot at any time, so checked fields must not change.
+  std::memcpy(&header_, base, kHeaderBytes);
+  const ChunkHeader& h = header_;
+  uint64_t room = slot_bytes_ - kHeaderBytes;
+  if (h.magic != kChunkMagic || h.kind < kPush || h.kind > kAck || h.meta_bytes > room ||
+      h.data_bytes > room - h.meta_bytes || h.offset > h.total_bytes ||
+      h.data_bytes > h.total_bytes - h.offset) {
     Fail(absl::DataLossError(absl::StrCat("malformed RDMA chunk from ", peer_)));
     return failure_;
   }
   ++received_chunks_;
-  if (!take_credits(h->credits)) return failure_;
-  InChunk chunk{slot, h, {base + kHeaderBytes, h->meta_bytes},
-                {base + kHeaderBytes + h->meta_bytes, h->data_bytes}, recv_region_->lkey()};
+  if (!take_credits(h.credits)) return failure_;
+  InChunk chunk{slot, &header_, {base + kHeaderBytes, h.meta_bytes},
+                {base + kHeaderBytes + h.meta_bytes, h.data_bytes}, recv_region_->lkey()};
   on_chunk(chunk);
   Flush();
   return failure_;

@@ -43,7 +43,7 @@ struct OutMessage {
 
 struct InChunk {
   uint32_t slot;
-  const ChunkHeader* header;
+  const ChunkHeader* header;  // a checked copy
   std::span<const std::byte> meta;
   std::span<std::byte> data;  // in the slot, valid until ReleaseSlot(slot)
   uint32_t lkey;              // of the receive region, to send the data on from the slot
@@ -78,6 +78,9 @@ class Connection {
   // once the connection failed (error completion, protocol violation); it stays failed.
   absl::Status OnCompletion(const ibv_wc& wc, const std::function<void(const InChunk&)>& on_chunk);
   const absl::Status& failure() const { return failure_; }
+  // Gives up on the connection: the QP goes to the error state (the peer's next send to it
+  // fails), queued messages are dropped, later completions are ignored.
+  void Fail(absl::Status status);
   bool idle() const { return out_.empty() && sends_.empty(); }
 
  private:
@@ -87,7 +90,6 @@ class Connection {
   void PostCreditUpdate();
   void MarkReleased(uint32_t slot);
   bool ShouldSignal(uint32_t wrs) const;
-  void Fail(absl::Status status);
   // Staging ring for headers and metadata, released in send order.
   bool StagingAlloc(uint64_t bytes, uint64_t* offset);
 
@@ -145,6 +147,7 @@ class Connection {
   std::vector<ibv_send_wr> wr_scratch_;
   bool connected_ = false;
   absl::Status failure_;
+  ChunkHeader header_{};  // the chunk being handed out, copied out of its slot
 };
 
 }  // namespace psbench::verbs

@@ -35,6 +35,7 @@ struct Request {
 struct PsConnection {
   std::unique_ptr<Connection> conn;
   Request request;
+  bool failure_logged = false;
 };
 
 class VerbsServer final : public Server, public wire::PsVerbs::Service {
@@ -84,12 +85,13 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   }
 
   void Shutdown() override {
+    stop_sessions_ = true;
     if (control_) control_->Shutdown();
   }
 
-  // PsVerbs: runs on gRPC's threads.
-  grpc::Status Setup(grpc::ServerContext* context, const wire::VerbsSetupRequest* request,
-                     wire::VerbsSetupReply* reply) override {
+  // PsVerbs: runs on gRPC's threads, one per connected worker while its session lasts.
+  grpc::Status Session(grpc::ServerContext* context, const wire::VerbsSetupRequest* request,
+                       grpc::ServerWriter<wire::VerbsSetupReply>* writer) override {
     std::string peer = request->worker_host().empty() ? context->peer() : request->worker_host();
     uint32_t need = 6 * options_.rdma.queue_depth + 40;  // send + receive queue entries
     {
@@ -109,21 +111,21 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       cq_budget_used_ -= need;
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, absl::StrCat("PS: ", s.message()));
     }
-    *reply->mutable_ps() = (*conn)->LocalEndpoint();
+    wire::VerbsSetupReply reply;
+    *reply.mutable_ps() = (*conn)->LocalEndpoint();
+    uint32_t qpn = (*conn)->qpn();
     {
       std::lock_guard lock(mu_);
       added_.push_back(std::move(*conn));
     }
     changed_ = true;
     cq_->Wake();
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Teardown(grpc::ServerContext*, const wire::VerbsTeardownRequest* request,
-                        wire::VerbsTeardownReply*) override {
+    if (writer->Write(reply)) {
+      while (!context->IsCancelled() && !stop_sessions_) absl::SleepFor(absl::Milliseconds(50));
+    }
     {
       std::lock_guard lock(mu_);
-      removed_.push_back(request->ps_qpn());
+      removed_.push_back(qpn);
     }
     changed_ = true;
     cq_->Wake();
@@ -139,13 +141,14 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       added.swap(added_);
       removed.swap(removed_);
     }
+    // Removals first: a QP number is free for reuse only once its QP is destroyed here.
+    for (uint32_t qpn : removed) Drop(qpn);
     for (auto& c : added) {
       uint32_t qpn = c->qpn();
       auto pc = std::make_unique<PsConnection>();
       pc->conn = std::move(c);
       connections_[qpn] = std::move(pc);
     }
-    for (uint32_t qpn : removed) Drop(qpn);
   }
 
   void Drop(uint32_t qpn) {
@@ -171,13 +174,19 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
 
   void Handle(const ibv_wc& wc) {
     auto it = connections_.find(wc.qp_num);
-    if (it == connections_.end()) return;  // a connection already dropped
+    if (it == connections_.end()) {
+      // Perhaps one whose setup finished after this thread last looked.
+      ApplyChanges();
+      it = connections_.find(wc.qp_num);
+      if (it == connections_.end()) return;  // a connection already dropped
+    }
     PsConnection& pc = *it->second;
     absl::Status s = pc.conn->OnCompletion(wc, [&](const InChunk& c) { OnChunk(pc, c); });
-    if (!s.ok()) {
-      std::fprintf(stderr, "psbench-ps: dropping worker %s: %s\n", pc.conn->peer().c_str(),
+    if (!s.ok() && !pc.failure_logged) {
+      pc.failure_logged = true;
+      // Its session call still holds the QP number; the connection is freed when that ends.
+      std::fprintf(stderr, "psbench-ps: worker %s: %s\n", pc.conn->peer().c_str(),
                    std::string(s.message()).c_str());
-      Drop(wc.qp_num);
     }
   }
 
@@ -239,7 +248,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       ack.bytes_received = r.received;
       ack.ok = verdict.ok();
       if (r.validate) ack.checksums = r.checksums.checksums();
-      if (!verdict.ok()) ack.error = std::string(verdict.message());
+      if (!verdict.ok()) ack.error = std::string(verdict.message()).substr(0, 200);
       OutMessage m;
       m.kind = kAck;
       m.request_id = r.id;
@@ -257,7 +266,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     m.request_id = r.id;
     if (last && !verdict.ok()) {
       m.flags = kPsMismatch;
-      m.meta = std::string(verdict.message());  // the worker reports the PS's own finding
+      m.meta = std::string(verdict.message()).substr(0, 200);  // the worker reports it
     }
     if (!data.empty()) {
       m.data.push_back({reinterpret_cast<uint64_t>(data.data()), static_cast<uint32_t>(data.size()),
@@ -277,12 +286,13 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   std::thread poller_;
   bool started_ = false;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_sessions_{false};
   std::once_flag stop_once_;
   std::atomic<uint64_t> rpcs_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<int64_t> received_{0};
 
-  // Setup/Teardown hand connections to the completion thread through these.
+  // Session calls hand connections to the completion thread, and back, through these.
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> added_;
   std::vector<uint32_t> removed_;
