@@ -173,7 +173,19 @@ class VerbsClient final : public Client {
 
   void Unregister(int payload) override {
     auto& r = registered_[payload];
-    if (r && r->mr) ibv_dereg_mr(r->mr);
+    if (!r) return;
+    // Unsignaled writes that read this payload may not be retired yet, and an adapter may
+    // still retransmit from them: drain every send queue before the memory goes.
+    absl::Time deadline = absl::Now() + absl::Seconds(2);
+    ibv_wc wc[32];
+    while (absl::Now() < deadline) {
+      bool busy = false;
+      for (Peer& p : peers_) busy |= p.conn && p.failure.ok() && !p.conn->SendsRetired();
+      if (!busy) break;
+      int n = cq_->Poll(wc, 32);
+      for (int i = 0; i < n; ++i) Handle(wc[i]);
+    }
+    if (r->mr) ibv_dereg_mr(r->mr);
     r.reset();
   }
 

@@ -256,9 +256,7 @@ bool Connection::PostChunk(OutMessage& m) {
   uint64_t staged;
   if (!StagingAlloc(kHeaderBytes + meta_bytes, &staged)) {
     // Only a completion frees staging: make sure one is coming.
-    bool signaled_outstanding = false;
-    for (const SentRecord& r : sends_) signaled_outstanding |= r.signaled;
-    if (!signaled_outstanding) Probe();
+    SendsRetired();
     return false;
   }
 
@@ -366,6 +364,14 @@ void Connection::Probe() {
   ++sq_used_;
   unsignaled_wrs_ = 0;
   sends_.push_back({1, staging_head_, true});
+}
+
+bool Connection::SendsRetired() {
+  if (sends_.empty()) return true;
+  bool signaled = false;
+  for (const SentRecord& r : sends_) signaled |= r.signaled;
+  if (!signaled) Probe();
+  return false;
 }
 
 void Connection::Fail(absl::Status status) {

@@ -82,6 +82,9 @@ class Connection {
   // fails), queued messages are dropped, later completions are ignored.
   void Fail(absl::Status status);
   bool idle() const { return out_.empty() && sends_.empty(); }
+  // True once every posted write is retired; otherwise makes sure a completion that will
+  // retire them is coming (posts a signaled probe if none is).
+  bool SendsRetired();
 
  private:
   Connection() = default;
