@@ -15,6 +15,8 @@ packages=(
   # The Soft-RoCE test guest (tests/rdma/guest): qemu boots Debian's own kernel, debootstrap
   # builds its root filesystem, zstd/cpio pack it, kmod resolves the modules it needs.
   qemu-system-x86 debootstrap zstd cpio kmod
+  # MPI (Open MPI): the raw MPI floor, and grpc+mpi.
+  libopenmpi-dev openmpi-bin
 )
 
 SUDO=""
