@@ -309,6 +309,59 @@ if any_selected fault/non-serialized fault/serialized; then
     fi
 fi
 
+# --- a PS killed with SIGKILL mid-run: the worker ends with a message naming it, in time ------
+if selected fault/ps-killed && start_ps fault/ps-killed-start; then
+    name=fault/ps-killed
+    port=$PS_PORT
+    # $PS_PID is the `timeout` around the PS: kill the PS itself (pid= in its first line).
+    read -r line <"$PS_LOG.out" || true
+    [[ $line =~ pid=([0-9]+) ]] && pid=${BASH_REMATCH[1]} || pid=$PS_PID
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" \
+        "${EXTRA[@]}" --benchmark=bandwidth --warmup=0s --duration=60s --quiet \
+        >"$LOG.out" 2>"$LOG.err" &
+    worker=$!
+    sleep 3
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$worker" || rc=$?
+    { wait "$PS_PID"; } 2>/dev/null || true  # reap the PS's timeout quietly
+    err=$(<"$LOG.err")
+    if [ "$rc" -ne 1 ]; then
+        fail "$name" "$t0" "psbench-worker exited $rc, expected 1 (124: it hung)" "$LOG"
+    elif [[ $err != *"127.0.0.1:$port"* ]]; then
+        fail "$name" "$t0" "the message does not name the PS 127.0.0.1:$port" "$LOG"
+    else
+        pass "$name" "$t0" "exit 1: ${err#psbench-worker: }"
+    fi
+fi
+
+# --- the RDMA port goes down: the PS refuses to start and names the port state --------------
+# Only on the Soft-RoCE guest (rxe0 on dummy0): never take a real host's link down.
+if [ "$T" = grpc+verbs ] && selected verbs/port-down && [ -d /sys/class/infiniband/rxe0 ] &&
+    [ -e /sys/class/net/dummy0 ]; then
+    name=verbs/port-down
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    state=/sys/class/infiniband/rxe0/ports/1/state
+    ip link set dummy0 down
+    for ((i = 0; i < 50; i++)); do [[ $(<"$state") == *DOWN* ]] && break; sleep 0.1; done
+    timeout -k 5 30 "$BIN/psbench-ps" --host=127.0.0.1 --transport="$T" \
+        >"$LOG.out" 2>"$LOG.err" || rc=$?
+    ip link set dummy0 up
+    for ((i = 0; i < 100; i++)); do [[ $(<"$state") == *ACTIVE* ]] && break; sleep 0.1; done
+    err=$(<"$LOG.err")
+    if [ "$rc" -ne 2 ]; then
+        fail "$name" "$t0" "psbench-ps exited $rc, expected 2" "$LOG"
+    elif [[ $err != *"no active RDMA port: rxe0 (port 1 down)"* ]]; then
+        fail "$name" "$t0" "the message does not name rxe0 and its DOWN port" "$LOG"
+    elif [[ $(<"$state") != *ACTIVE* ]]; then
+        fail "$name" "$t0" "rxe0 did not come back ACTIVE" "$LOG"
+    else
+        pass "$name" "$t0" "exit 2: ${err#psbench-ps: }"
+    fi
+fi
+
 # --- summary ---------------------------------------------------------------------------------
 total=$((PASSED + ${#FAILED[@]}))
 echo "rdma_suite: $PASSED/$total passed over $T in $(elapsed "$SUITE_T0")"
