@@ -46,9 +46,10 @@ struct Peer {
   std::unique_ptr<grpc::ClientContext> session_context;
   std::unique_ptr<grpc::CompletionQueue> session_cq;
   std::unique_ptr<grpc::ClientAsyncReader<wire::VerbsSetupReply>> session;
-  std::unique_ptr<wire::PsControl::Stub> control;
+  // A read left posted on the session: it completes only when the call ends, i.e. when the
+  // PS goes away.
+  wire::VerbsSetupReply session_end;
   std::unique_ptr<Connection> conn;
-  uint32_t ps_qpn = 0;
   uint32_t next_request = 1;
   std::deque<std::unique_ptr<PendingOp>> in_flight;  // replies come back in this order
   absl::Status failure;
@@ -61,9 +62,7 @@ class VerbsClient final : public Client {
     for (const auto& address : options.servers) {
       Peer p;
       p.address = address;
-      auto channel = grpc_transport::MakeChannel(address);
-      p.stub = wire::PsVerbs::NewStub(channel);
-      p.control = wire::PsControl::NewStub(channel);
+      p.stub = wire::PsVerbs::NewStub(grpc_transport::MakeChannel(address));
       peers_.push_back(std::move(p));
     }
   }
@@ -118,7 +117,6 @@ class VerbsClient final : public Client {
       if (absl::Status s = (*conn)->ConnectTo(reply->ps()); !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("PS ", p.address, ": ", s.message()));
       }
-      p.ps_qpn = reply->ps().qpn();
       by_qpn_[(*conn)->qpn()] = i;
       p.conn = std::move(*conn);
     }
@@ -160,7 +158,7 @@ class VerbsClient final : public Client {
           options_.rdma.slot_bytes, ") holds"));
     }
     for (const Peer& p : peers_) {
-      if (p.conn && kHeaderBytes + reg->meta.size() > p.conn->ChunkCapacity(0) + kHeaderBytes) {
+      if (p.conn && reg->meta.size() > p.conn->MaxMetaBytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "a payload of ", payload.num_buffers(), " buffers needs ", reg->meta.size(),
             " bytes of metadata, more than one RDMA slot of PS ", p.address,
@@ -196,7 +194,15 @@ class VerbsClient final : public Client {
       return;
     }
     if (p.in_flight.empty()) last_progress_ = absl::Now();  // a stall is counted from here
-    auto pending = std::make_unique<PendingOp>();
+    std::unique_ptr<PendingOp> pending;
+    if (spare_ops_.empty()) {
+      pending = std::make_unique<PendingOp>();
+    } else {
+      pending = std::move(spare_ops_.back());
+      spare_ops_.pop_back();
+      pending->received = 0;
+      pending->ps_error.clear();
+    }
     pending->tag = tag;
     pending->op = op;
     pending->reg = registered_[payload].get();
@@ -207,8 +213,8 @@ class VerbsClient final : public Client {
     m.kind = op == Op::kEcho ? kEcho : kPush;
     m.flags = options_.validate ? kValidate : 0;
     m.request_id = pending->request_id;
-    m.meta = pending->reg->meta;
-    m.data = pending->reg->sges;
+    m.shared_meta = pending->reg->meta;
+    m.shared_data = pending->reg->sges;
     m.data_bytes = pending->reg->payload->total_bytes();
     p.in_flight.push_back(std::move(pending));
     p.conn->Send(std::move(m));
@@ -277,7 +283,10 @@ class VerbsClient final : public Client {
             absl::FormatDuration(options_.connect_timeout)));
       }
       if (status != grpc::CompletionQueue::GOT_EVENT || !ok) break;
-      if (read_posted) return reply;
+      if (read_posted) {
+        p.session->Read(&p.session_end, reinterpret_cast<void*>(4));
+        return reply;
+      }
       p.session->Read(&reply, reinterpret_cast<void*>(2));
       read_posted = true;
     }
@@ -324,21 +333,19 @@ class VerbsClient final : public Client {
 
   // A PS that died while we only wait for its reply may never make our adapter fail a send
   // (Soft-RoCE does not always report the retry timeout). So when nothing has moved for a
-  // second: a zero-byte RDMA write to it, and a short control-plane call, which fails at once
-  // when the PS process is gone (a stopped PS just times out and is waited for).
+  // second: a zero-byte RDMA write to it, and a look at its session call, which ends at once
+  // when the PS process is gone (a stopped PS keeps it open and is waited for).
   void CheckStalledPeers() {
+    const std::chrono::system_clock::time_point past{};  // poll without waiting
     for (size_t i = 0; i < peers_.size(); ++i) {
       Peer& p = peers_[i];
       if (!p.conn || p.in_flight.empty() || !p.failure.ok()) continue;
       p.conn->Probe();
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
-      wire::ServerInfo info;
-      grpc::Status s = p.control->GetInfo(&context, wire::InfoRequest(), &info);
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        FailPeer(i, absl::UnavailableError(absl::StrCat(
-                        "the PS stopped answering (control plane: ", s.error_message(),
-                        "); did it exit?")));
+      void* tag;
+      bool ok;
+      if (p.session_cq->AsyncNext(&tag, &ok, past) == grpc::CompletionQueue::GOT_EVENT) {
+        FailPeer(i, absl::UnavailableError(
+                        "the PS ended its RDMA session (its process exited or shut down)"));
       }
     }
   }
@@ -362,7 +369,10 @@ class VerbsClient final : public Client {
       p.failure = absl::Status(cause.code(), absl::StrCat("PS ", p.address, ": ", cause.message()));
       if (p.conn) p.conn->Fail(p.failure);  // the PS's next send to us fails too
     }
-    for (auto& op : p.in_flight) ready_.push_back({op->tag, p.failure});
+    for (auto& op : p.in_flight) {
+      ready_.push_back({op->tag, p.failure});
+      spare_ops_.push_back(std::move(op));
+    }
     p.in_flight.clear();
   }
 
@@ -372,6 +382,7 @@ class VerbsClient final : public Client {
       status = absl::Status(status.code(), absl::StrCat("PS ", p.address, ": ", status.message()));
     }
     ready_.push_back({p.in_flight.front()->tag, std::move(status)});
+    spare_ops_.push_back(std::move(p.in_flight.front()));  // reused: no allocation per op
     p.in_flight.pop_front();
   }
 
@@ -434,6 +445,7 @@ class VerbsClient final : public Client {
   absl::flat_hash_map<uint32_t, size_t> by_qpn_;
   std::vector<std::unique_ptr<Registered>> registered_;
   std::deque<Completion> ready_;
+  std::vector<std::unique_ptr<PendingOp>> spare_ops_;
   absl::Time last_probe_ = absl::InfinitePast();
   absl::Time last_progress_ = absl::Now();
   absl::Time last_expiry_check_ = absl::InfinitePast();

@@ -13,6 +13,7 @@ namespace {
 
 constexpr uint64_t kSendBit = 1ull << 63;
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+constexpr uint64_t kMaxMetaBytes = 1 << 20;  // bounds the staging ring
 
 absl::Status QpError(const char* step, int rc, const std::string& peer) {
   return absl::FailedPreconditionError(absl::StrCat("cannot move the RDMA queue pair to ", step,
@@ -114,7 +115,7 @@ absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
   slot_done_.assign(ring_in_, false);
   // Headers and metadata only: the adapter reads them, nobody writes them remotely. Sized
   // for a deep queue of headers plus the largest metadata one slot can hold twice over.
-  uint64_t max_meta = std::min<uint64_t>(remote_slot_bytes_, 1 << 20);
+  uint64_t max_meta = std::min<uint64_t>(remote_slot_bytes_, kMaxMetaBytes);
   auto staging = Region::Allocate(device_->pd(),
                                   std::max<uint64_t>(kHeaderBytes * sq_capacity_, 2 * max_meta) +
                                       (256 << 10),
@@ -165,6 +166,10 @@ absl::Status Connection::ConnectTo(const wire::VerbsEndpoint& remote) {
   }
   connected_ = true;
   return absl::OkStatus();
+}
+
+uint64_t Connection::MaxMetaBytes() const {
+  return std::min(ChunkCapacity(0), kMaxMetaBytes);
 }
 
 uint64_t Connection::ChunkCapacity(uint64_t meta_bytes) const {
@@ -224,8 +229,10 @@ bool Connection::ShouldSignal(uint32_t wrs) const {
 bool Connection::PostChunk(OutMessage& m) {
   if (sent_chunks_ - peer_freed_ >= ring_out_) return false;  // no credit
   bool first = !out_started_;
-  uint64_t meta_bytes = first ? m.meta.size() : 0;
-  if (first && (kHeaderBytes + meta_bytes > remote_slot_bytes_ || meta_bytes > (1 << 20))) {
+  std::string_view meta = m.meta();
+  std::span<const ibv_sge> data = m.data();
+  uint64_t meta_bytes = first ? meta.size() : 0;
+  if (first && meta_bytes > MaxMetaBytes()) {
     Fail(absl::InvalidArgumentError(absl::StrCat(
         "payload metadata of ", meta_bytes, " bytes does not fit the peer's RDMA slots of ",
         remote_slot_bytes_, " bytes (fewer buffers, or a larger --rdma-slot-size)")));
@@ -240,8 +247,8 @@ bool Connection::PostChunk(OutMessage& m) {
   size_t sge = out_sge_;
   uint64_t sge_offset = out_sge_offset_;
   uint64_t take = 0;
-  while (take < want && sge < m.data.size() && sge_scratch_.size() <= max_sges) {
-    const ibv_sge& src = m.data[sge];
+  while (take < want && sge < data.size() && sge_scratch_.size() <= max_sges) {
+    const ibv_sge& src = data[sge];
     uint64_t n = std::min<uint64_t>(src.length - sge_offset, want - take);
     sge_scratch_.push_back({src.addr + sge_offset, static_cast<uint32_t>(n), src.lkey});
     take += n;
@@ -273,9 +280,8 @@ bool Connection::PostChunk(OutMessage& m) {
   h->data_bytes = take;
   h->offset = m.payload_offset + out_sent_;
   h->total_bytes = m.payload_total;
-  h->aux = m.aux;
   h->credits = freed_;
-  if (meta_bytes > 0) std::memcpy(staging_->data() + staged + kHeaderBytes, m.meta.data(), meta_bytes);
+  if (meta_bytes > 0) std::memcpy(staging_->data() + staged + kHeaderBytes, meta.data(), meta_bytes);
   sge_scratch_[0] = {staging_->address() + staged, static_cast<uint32_t>(kHeaderBytes + meta_bytes),
                      staging_->lkey()};
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,13 +25,16 @@ namespace psbench::verbs {
 
 // A message to send: header fields, metadata (copied into registered staging memory), and
 // payload bytes as a gather list over registered memory (sent from where they are).
+// A registered payload's metadata and gather list are views, not copies: the payload
+// outlives every message that sends it.
 struct OutMessage {
   ChunkKind kind = kPush;
   uint8_t flags = 0;  // kValidate, kPsMismatch; kFirst/kLast are set per chunk
   uint32_t request_id = 0;
-  uint64_t aux = 0;
-  std::string meta;
-  std::vector<ibv_sge> data;
+  std::string_view shared_meta;  // e.g. a registered payload's
+  std::string own_meta;          // or made for this message (an acknowledgement)
+  std::span<const ibv_sge> shared_data;  // e.g. a registered payload's buffers
+  ibv_sge own_sge{};                     // or one range of our own (an echo from its slot)
   uint64_t data_bytes = 0;
   // Echo replies continue a payload: their offset in it and its total size.
   uint64_t payload_offset = 0;
@@ -39,6 +43,11 @@ struct OutMessage {
   // posted, so its credit rides in that chunk. Safe: the peer can reuse the slot only after
   // that chunk reached it, and by then our adapter has read every byte sent before it.
   int64_t release_slot = -1;
+
+  std::string_view meta() const { return own_meta.empty() ? shared_meta : own_meta; }
+  std::span<const ibv_sge> data() const {
+    return own_sge.length > 0 ? std::span<const ibv_sge>(&own_sge, 1) : shared_data;
+  }
 };
 
 struct InChunk {
@@ -64,6 +73,8 @@ class Connection {
   absl::Status ConnectTo(const wire::VerbsEndpoint& remote);
   // Bytes of payload one chunk to the peer can carry after `meta_bytes` of metadata.
   uint64_t ChunkCapacity(uint64_t meta_bytes) const;
+  // The most metadata one message may carry: what the peer's slot and our staging hold.
+  uint64_t MaxMetaBytes() const;
 
   // Queues a message and sends as much as credits and the send queue allow.
   void Send(OutMessage message);
@@ -81,7 +92,6 @@ class Connection {
   // Gives up on the connection: the QP goes to the error state (the peer's next send to it
   // fails), queued messages are dropped, later completions are ignored.
   void Fail(absl::Status status);
-  bool idle() const { return out_.empty() && sends_.empty(); }
   // True once every posted write is retired; otherwise makes sure a completion that will
   // retire them is coming (posts a signaled probe if none is).
   bool SendsRetired();

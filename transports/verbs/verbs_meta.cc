@@ -32,27 +32,29 @@ std::string EncodePayloadMeta(const std::vector<uint64_t>& sizes,
   return out;
 }
 
-absl::StatusOr<PayloadMeta> DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
-                                              uint64_t total_bytes) {
+absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
+                               uint64_t total_bytes, PayloadMeta* meta) {
+  meta->sizes.clear();
+  meta->checksums.clear();
   uint32_t n = 0, zero = 0;
   if (!Get(&bytes, &n) || !Get(&bytes, &zero) ||
       bytes.size() != (validate ? 16ull : 8ull) * n) {
     return absl::DataLossError("malformed payload metadata");
   }
-  PayloadMeta meta;
-  meta.sizes.resize(n);
-  std::memcpy(meta.sizes.data(), bytes.data(), 8ull * n);
+  meta->sizes.resize(n);
+  std::memcpy(meta->sizes.data(), bytes.data(), 8ull * n);
   if (validate) {
-    meta.checksums.resize(n);
-    std::memcpy(meta.checksums.data(), bytes.data() + 8ull * n, 8ull * n);
+    meta->checksums.resize(n);
+    std::memcpy(meta->checksums.data(), bytes.data() + 8ull * n, 8ull * n);
   }
   uint64_t sum = 0;
-  for (uint64_t s : meta.sizes) sum += s;
+  for (uint64_t s : meta->sizes) sum += s;
   if (sum != total_bytes) {
+    meta->sizes.clear();
     return absl::DataLossError(
         absl::StrCat("buffer sizes add up to ", sum, " bytes, the payload has ", total_bytes));
   }
-  return meta;
+  return absl::OkStatus();
 }
 
 std::string EncodeAckMeta(const AckMeta& ack) {

@@ -19,8 +19,9 @@ struct PayloadMeta {
 };
 std::string EncodePayloadMeta(const std::vector<uint64_t>& sizes,
                               const std::vector<uint64_t>* checksums);
-absl::StatusOr<PayloadMeta> DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
-                                              uint64_t total_bytes);
+// Decodes into *meta, reusing its storage (the PS decodes one per request).
+absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
+                               uint64_t total_bytes, PayloadMeta* meta);
 
 struct AckMeta {
   uint64_t bytes_received = 0;

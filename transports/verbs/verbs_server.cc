@@ -210,13 +210,8 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       r.received = 0;
       r.validate = h.flags & kValidate;
       r.corrupt = ShouldCorrupt();
-      auto meta = DecodePayloadMeta(c.meta, r.validate, h.total_bytes);
-      if (!meta.ok()) {
-        r.meta = {};
-        r.validate = false;
-      } else {
-        r.meta = std::move(*meta);
-      }
+      // A malformed one leaves no sizes; the request then fails as data loss, below.
+      if (!DecodePayloadMeta(c.meta, r.validate, h.total_bytes, &r.meta).ok()) r.validate = false;
       r.checksums.Reset(&r.meta.sizes);
     } else if (h.request_id != r.id || h.offset != r.received) {
       conn.ReleaseSlot(c.slot);
@@ -252,7 +247,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       OutMessage m;
       m.kind = kAck;
       m.request_id = r.id;
-      m.meta = EncodeAckMeta(ack);
+      m.own_meta = EncodeAckMeta(ack);
       conn.Send(std::move(m));
       return;
     }
@@ -266,12 +261,9 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     m.request_id = r.id;
     if (last && !verdict.ok()) {
       m.flags = kPsMismatch;
-      m.meta = std::string(verdict.message()).substr(0, 200);  // the worker reports it
+      m.own_meta = std::string(verdict.message()).substr(0, 200);  // the worker reports it
     }
-    if (!data.empty()) {
-      m.data.push_back({reinterpret_cast<uint64_t>(data.data()), static_cast<uint32_t>(data.size()),
-                        c.lkey});
-    }
+    m.own_sge = {reinterpret_cast<uint64_t>(data.data()), static_cast<uint32_t>(data.size()), c.lkey};
     m.data_bytes = data.size();
     m.payload_offset = h.offset;
     m.payload_total = r.total;
