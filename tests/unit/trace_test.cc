@@ -22,7 +22,7 @@ using ::testing::StartsWith;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 std::string ReferenceTrace(const std::string& model) {
-  return PSBENCH_SOURCE_DIR "/../shared/reference/traces/" + model + ".json";
+  return PSBENCH_SOURCE_DIR "/payloads/traces/" + model + ".json";
 }
 
 class TraceTest : public ::testing::Test {
