@@ -322,6 +322,20 @@ if selected fault/ps-killed && start_ps fault/ps-killed-start; then
         "${EXTRA[@]}" --benchmark=bandwidth --warmup=0s --duration=60s --quiet \
         >"$LOG.out" 2>"$LOG.err" &
     worker=$!
+    # Kill the PS only once the worker streams: it has opened the RDMA device (the last step
+    # before its session with the PS), plus time to set up. A fixed sleep was too short when
+    # the emulated guest ran slowly, and the worker then rightly reported an unreachable PS.
+    worker_pid=
+    for ((i = 0; i < 300; i++)); do
+        if [ -z "$worker_pid" ]; then
+            read -r worker_pid _ <"/proc/$worker/task/$worker/children" 2>/dev/null || true
+        fi
+        if [ -n "$worker_pid" ] && { [ "$T" != grpc+verbs ] ||
+            ls -l "/proc/$worker_pid/fd" 2>/dev/null | grep -q uverbs; }; then
+            break
+        fi
+        sleep 0.1
+    done
     sleep 3
     kill -KILL "$pid" 2>/dev/null || true
     wait "$worker" || rc=$?
