@@ -9,7 +9,9 @@
 
 ABSL_FLAG(std::string, benchmark, "latency",
           "latency | bandwidth | throughput (psbench run without it: the default tour)");
-ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc | grpc+verbs (RDMA)");
+ABSL_FLAG(std::string, transport, "grpc",
+          "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (PS and workers as ranks of one "
+          "mpirun)");
 ABSL_FLAG(std::string, mode, "non-serialized",
           "non-serialized (raw gRPC byte buffers, zero-copy) | serialized (protobuf)");
 ABSL_FLAG(std::string, scheme, "uniform", "payload scheme: uniform | random | skew | trace");

@@ -16,7 +16,9 @@
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loopback only)");
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
-ABSL_FLAG(std::string, transport, "grpc", "data plane: grpc | grpc+verbs (RDMA)");
+ABSL_FLAG(std::string, transport, "grpc",
+          "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (as a rank of one mpirun with the "
+          "workers)");
 ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
 ABSL_FLAG(bool, busy_poll, false,
           "serving threads spin on completions instead of sleeping (lower latency, one core each)");

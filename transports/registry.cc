@@ -6,6 +6,9 @@
 #ifdef PSBENCH_HAVE_VERBS
 #include "transports/verbs/verbs_transport.h"
 #endif
+#ifdef PSBENCH_HAVE_MPI
+#include "transports/mpi/mpi_transport.h"
+#endif
 
 namespace psbench {
 
@@ -21,12 +24,17 @@ absl::StatusOr<WireMode> ParseWireMode(absl::string_view text) {
 }
 
 std::vector<std::string> TransportNames() {
+  std::vector<std::string> names = {"grpc"};
 #ifdef PSBENCH_HAVE_VERBS
-  return {"grpc", "grpc+verbs"};
-#else
-  return {"grpc"};
+  names.push_back("grpc+verbs");
 #endif
+#ifdef PSBENCH_HAVE_MPI
+  names.push_back("grpc+mpi");
+#endif
+  return names;
 }
+
+bool TransportLaunchesAsJob(absl::string_view transport) { return transport == "grpc+mpi"; }
 
 static absl::Status UnknownTransport(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("--transport=", std::string(name),
@@ -46,6 +54,12 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
     return verbs::NewVerbsClient(options);
   }
 #endif
+#ifdef PSBENCH_HAVE_MPI
+  if (transport == "grpc+mpi") {
+    grpc_transport::QuietGrpcLogging();
+    return mpi::NewMpiClient(options);
+  }
+#endif
   return UnknownTransport(transport);
 }
 
@@ -59,6 +73,12 @@ absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,
   if (transport == "grpc+verbs") {
     grpc_transport::QuietGrpcLogging();
     return verbs::NewVerbsServer(options);
+  }
+#endif
+#ifdef PSBENCH_HAVE_MPI
+  if (transport == "grpc+mpi") {
+    grpc_transport::QuietGrpcLogging();
+    return mpi::NewMpiServer(options);
   }
 #endif
   return UnknownTransport(transport);

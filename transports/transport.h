@@ -1,6 +1,6 @@
 // The transport seam. A worker holds one Client connected to every PS of a run; a PS hosts
 // one Server. gRPC is always the control plane; what differs between transports ("grpc",
-// later "grpc+verbs", "grpc+mpi") is the data plane. A transport never sees a benchmark: it
+// "grpc+verbs", "grpc+mpi") is the data plane. A transport never sees a benchmark: it
 // moves payloads, checks that they arrived whole, and reports completions.
 #ifndef PSBENCH_TRANSPORTS_TRANSPORT_H_
 #define PSBENCH_TRANSPORTS_TRANSPORT_H_
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,16 @@ class Client {
   // Returns the next finished op, or DeadlineExceeded if none finished before `deadline`.
   virtual absl::StatusOr<Completion> Next(absl::Time deadline) = 0;
 
+  // Where this worker stands among the workers of its run, for transports whose processes
+  // are launched together as one job (grpc+mpi: ranks of one mpirun, where every worker gets
+  // the same command line). Known after Connect; nullopt for the others, whose workers are
+  // told with --worker-index and --num-workers.
+  struct JobPlacement {
+    int worker_index = 0;
+    int num_workers = 1;
+  };
+  virtual std::optional<JobPlacement> Placement() const { return std::nullopt; }
+
   // Control plane.
   virtual absl::StatusOr<ServerInfo> GetInfo(size_t server) = 0;
   // Blocks until workers 0..parties-1 have all reached barrier `name` on PS 0. Workers that
@@ -143,8 +154,12 @@ class Server {
   virtual void Shutdown() = 0;
 };
 
-// Transports by name: "grpc", "grpc+verbs" (when built with libibverbs), later "grpc+mpi".
+// Transports by name: "grpc", "grpc+verbs" (when built with libibverbs), "grpc+mpi" (when
+// built with MPI).
 std::vector<std::string> TransportNames();
+// Whether a transport's PS and workers are ranks of one job started by a launcher (grpc+mpi:
+// mpirun). Its workers then find the PS themselves (no --ps needed) and learn their index.
+bool TransportLaunchesAsJob(absl::string_view transport);
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
                                                    const ClientOptions& options);
 absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,

@@ -6,6 +6,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/cli.h"
 #include "bench/report.h"
@@ -16,13 +17,16 @@
 #include "transports/rdma_flags.h"
 #include "transports/transport.h"
 
-ABSL_FLAG(std::string, ps, "", "PS addresses, host:port[,host:port...]");
+ABSL_FLAG(std::string, ps, "",
+          "PS addresses, host:port[,host:port...] (grpc+mpi: default every PS rank of the job)");
 ABSL_FLAG(int, num_workers, 1, "workers in this run (throughput: all start together)");
 ABSL_FLAG(int, worker_index, 0, "this worker's index in [0, --num-workers)");
 ABSL_FLAG(std::string, run_id, "run", "names this run's start barrier on PS 0");
 ABSL_FLAG(std::string, scenario, "", "read the scenario from this JSON file instead of flags");
 ABSL_FLAG(std::string, cpu, "", "pin the worker process to these CPUs (e.g. 1 or 0-3)");
-ABSL_FLAG(std::string, json, "", "append one JSON record per result to this file");
+ABSL_FLAG(std::string, json, "",
+          "append one JSON record per result to this file (grpc+mpi: %w in it becomes the "
+          "worker's index, for one file per worker)");
 ABSL_FLAG(bool, quiet, false, "print no table (errors still go to stderr)");
 
 namespace psbench {
@@ -32,7 +36,9 @@ constexpr char kProgram[] = "psbench-worker";
 constexpr uint64_t kMaxInFlightBytes = uint64_t{8} << 30;
 constexpr char kUsage[] =
     "psbench-worker --ps=HOST:PORT[,...] --benchmark=latency|bandwidth|throughput [flags]\n"
-    "Sends payloads to psbench-ps processes and measures latency, bandwidth or PS throughput.";
+    "Sends payloads to psbench-ps processes and measures latency, bandwidth or PS throughput.\n"
+    "With --transport=grpc+mpi it runs as a rank of one mpirun with the PS:\n"
+    "  mpirun -np 1 psbench-ps --transport=grpc+mpi : -np 1 psbench-worker --transport=grpc+mpi ...";
 
 absl::StatusOr<Scenario> LoadScenario() {
   std::string path = absl::GetFlag(FLAGS_scenario);
@@ -69,7 +75,10 @@ int Main(int argc, char** argv) {
   auto scenario = LoadScenario();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
   if (absl::Status s = ValidateScenario(*scenario); !s.ok()) Die(kProgram, s, kExitUsage);
-  if (scenario->ps.empty()) Die(kProgram, "--ps is required (host:port of each PS)", kExitUsage);
+  const bool job = TransportLaunchesAsJob(scenario->transport);
+  if (scenario->ps.empty() && !job) {
+    Die(kProgram, "--ps is required (host:port of each PS)", kExitUsage);
+  }
   for (const auto& a : scenario->ps) {
     if (a.rfind(':') == std::string::npos || a.back() == ':') {
       Die(kProgram, absl::StrCat("--ps: '", a, "' is not host:port"), kExitUsage);
@@ -77,12 +86,6 @@ int Main(int argc, char** argv) {
   }
   auto plans = scenario->Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-  std::string json_path = absl::GetFlag(FLAGS_json);
-  if (!json_path.empty()) {
-    // Fail before measuring, not after.
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
-  }
-
   std::set<std::string> unique(scenario->ps.begin(), scenario->ps.end());
   if (unique.size() != scenario->ps.size()) {
     Die(kProgram, "--ps lists a PS twice; each PS must appear once", kExitUsage);
@@ -117,6 +120,43 @@ int Main(int argc, char** argv) {
   auto client = MakeClient(scenario->transport, options);
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
   if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (auto placement = (*client)->Placement()) {
+    // Launched as one job: the job says how many workers there are and which one this is.
+    if ((FlagWasSet("num_workers") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+        scenario->num_workers != placement->num_workers) {
+      Die(kProgram,
+          absl::StrCat("--num-workers=", scenario->num_workers, " but the ",
+                       scenario->transport, " job has ", placement->num_workers, " worker ranks"),
+          kExitUsage);
+    }
+    if ((FlagWasSet("worker_index") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+        scenario->worker_index != placement->worker_index) {
+      Die(kProgram,
+          absl::StrCat("--worker-index=", scenario->worker_index, " but this is worker ",
+                       placement->worker_index, " of the ", scenario->transport, " job"),
+          kExitUsage);
+    }
+    scenario->num_workers = placement->num_workers;
+    scenario->worker_index = placement->worker_index;
+    if (scenario->ps.empty()) {
+      for (size_t i = 0; i < (*client)->num_servers(); ++i) {
+        scenario->ps.push_back((*client)->server_address(i));
+      }
+    }
+    if (absl::Status s = ValidateScenario(*scenario); !s.ok()) {
+      Die(kProgram, absl::StrCat("in this ", scenario->transport, " job: ", s.message()), kExitUsage);
+    }
+  }
+
+  std::string json_path = absl::GetFlag(FLAGS_json);
+  if (job) {
+    // Every worker of the job has this same command line: %w tells their files apart.
+    absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &json_path);
+  }
+  if (!json_path.empty()) {
+    // Fail before measuring, not after.
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+  }
 
   std::vector<std::string> command(argv, argv + argc);
   TablePrinter table;

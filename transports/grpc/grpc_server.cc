@@ -260,7 +260,8 @@ class InfoCall final : public CallData {
     reply_.set_version(info.version);
     reply_.set_grpc_version(grpc::Version());
     reply_.set_transport(hooks_->transport_name);
-    reply_.set_data_plane(hooks_->data_plane);
+    reply_.set_data_plane(hooks_->describe_data_plane ? hooks_->describe_data_plane()
+                                                      : hooks_->data_plane);
     reply_.set_cpu_user_s(info.cpu_user_s);
     reply_.set_cpu_system_s(info.cpu_system_s);
     reply_.set_cpu_affinity(info.cpu_affinity);

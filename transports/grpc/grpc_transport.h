@@ -25,6 +25,9 @@ struct DataCounters {
 struct ControlPlaneHooks {
   std::string transport_name = "grpc";
   std::string data_plane = "gRPC over TCP";
+  // When set, GetInfo reports this instead of data_plane: for a data plane that knows what
+  // it is only once the server runs (grpc+mpi learns its rank when the MPI job starts).
+  std::function<std::string()> describe_data_plane;
   std::vector<grpc::Service*> extra_services;  // e.g. the verbs connection setup
   // When set, GetInfo reports these instead of the gRPC data plane's own counters.
   std::function<DataCounters()> data_counters;

@@ -14,7 +14,7 @@
 #include "transports/grpc/raw_format.h"
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
-#include "transports/verbs/verbs_meta.h"
+#include "transports/data_meta.h"
 #include "transports/verbs/verbs_transport.h"
 
 namespace psbench::verbs {

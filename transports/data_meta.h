@@ -1,7 +1,8 @@
-// Encoding of chunk metadata (verbs_wire.h) and per-buffer checksums of a payload that
-// arrives in chunks whose boundaries do not follow the buffers'.
-#ifndef PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_
-#define PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_
+// Payload metadata (buffer sizes, checksums) and acknowledgements, for data planes that carry
+// payload bytes outside gRPC (verbs, MPI), and per-buffer checksums of a payload that arrives
+// in pieces whose boundaries do not follow the buffers'.
+#ifndef PSBENCH_TRANSPORTS_DATA_META_H_
+#define PSBENCH_TRANSPORTS_DATA_META_H_
 
 #include <cstdint>
 #include <span>
@@ -11,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "payloads/payload.h"
 
-namespace psbench::verbs {
+namespace psbench {
 
 struct PayloadMeta {
   std::vector<uint64_t> sizes;
@@ -30,6 +31,8 @@ struct AckMeta {
   std::string error;
 };
 std::string EncodeAckMeta(const AckMeta& ack);
+// The same into *out, reusing its storage.
+void EncodeAckMeta(const AckMeta& ack, std::string* out);
 absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes);
 
 // Feeds a payload's bytes in order, in pieces of any size; yields one checksum per buffer.
@@ -48,6 +51,6 @@ class BufferChecksums {
   std::vector<uint64_t> done_;
 };
 
-}  // namespace psbench::verbs
+}  // namespace psbench
 
-#endif  // PSBENCH_TRANSPORTS_VERBS_VERBS_META_H_
+#endif  // PSBENCH_TRANSPORTS_DATA_META_H_

@@ -1,10 +1,10 @@
-#include "transports/verbs/verbs_meta.h"
+#include "transports/data_meta.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
-namespace psbench::verbs {
+namespace psbench {
 namespace {
 
 void Put(std::string* out, const void* p, size_t n) {
@@ -59,13 +59,18 @@ absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
 
 std::string EncodeAckMeta(const AckMeta& ack) {
   std::string out;
-  uint32_t status = ack.ok ? 0 : 1, n = static_cast<uint32_t>(ack.checksums.size());
-  Put(&out, &ack.bytes_received, 8);
-  Put(&out, &status, 4);
-  Put(&out, &n, 4);
-  Put(&out, ack.checksums.data(), 8ull * n);
-  out += ack.error;
+  EncodeAckMeta(ack, &out);
   return out;
+}
+
+void EncodeAckMeta(const AckMeta& ack, std::string* out) {
+  out->clear();
+  uint32_t status = ack.ok ? 0 : 1, n = static_cast<uint32_t>(ack.checksums.size());
+  Put(out, &ack.bytes_received, 8);
+  Put(out, &status, 4);
+  Put(out, &n, 4);
+  Put(out, ack.checksums.data(), 8ull * n);
+  *out += ack.error;
 }
 
 absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes) {
@@ -111,4 +116,4 @@ void BufferChecksums::Update(std::span<const std::byte> bytes) {
   }
 }
 
-}  // namespace psbench::verbs
+}  // namespace psbench

@@ -1,0 +1,430 @@
+// Worker side of grpc+mpi. Connect joins the MPI job, finds the PS (every PS rank of the job
+// when no --ps is given), checks over gRPC that each PS is a rank of this same job and learns
+// its rank. The thread that drives the client (Connect, Start, Next) owns MPI: it is where
+// messages are posted and where MPI makes progress, polled from Next, as perftest and OSU
+// poll; handing every message to a second thread would cost two thread wake-ups per round
+// trip, and a second spinning thread where cores are few.
+#include <unistd.h>
+
+#include <deque>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "psbench.grpc.pb.h"
+#include "transports/data_meta.h"
+#include "transports/grpc/grpc_transport.h"
+#include "transports/grpc/raw_format.h"
+#include "transports/mpi/mpi_job.h"
+#include "transports/mpi/mpi_requests.h"
+#include "transports/mpi/mpi_transport.h"
+#include "transports/mpi/mpi_wire.h"
+
+namespace psbench::mpi {
+namespace {
+
+constexpr uint64_t kMaxMessageBytes = 0x7fffffff;  // MPI counts are int
+
+// What each MPI request of an op is.
+enum What { kAckReceive, kEchoReceive, kSend };
+
+struct Registered {
+  const Payload* payload = nullptr;
+  // The payload as one MPI message: its single buffer as bytes, or an hindexed datatype over
+  // all its buffers (absolute addresses, sent from MPI_BOTTOM).
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  const void* base = nullptr;
+  int count = 0;
+  std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
+  size_t max_ack = 0;
+};
+
+struct PendingOp {
+  uint64_t tag = 0;
+  Op op = Op::kPush;
+  const Registered* reg = nullptr;
+  size_t server = 0;
+  int data_tag = 0;
+  absl::Time deadline;
+  int outstanding = 0;  // MPI requests not yet finished
+  int first_error = MPI_SUCCESS;
+  std::string header;
+  std::string ack;  // receive buffer for the acknowledgement
+  int ack_bytes = 0;
+  std::unique_ptr<std::byte[]> echo;  // receive buffer for an echo, reused
+  uint64_t echo_capacity = 0;
+  int echo_bytes = 0;
+  bool expired = false;  // reported failed; its MPI requests may still be pending
+};
+
+struct Peer {
+  std::string address;
+  int rank = -1;
+  uint32_t next_request = 0;
+  size_t in_flight = 0;
+  absl::Status failure;
+};
+
+class MpiClient final : public Client {
+ public:
+  explicit MpiClient(const ClientOptions& options) : options_(options) {}
+
+  ~MpiClient() override {
+    if (!job_) return;
+    if (table_.in_flight() > 0) {
+      // Requests that will never finish: MPI cannot be finalised cleanly; end the job.
+      std::fprintf(stderr, "psbench-worker (MPI rank %d): ending the MPI job with %zu MPI "
+                   "requests unfinished\n", job_->rank(), table_.in_flight());
+      job_->Abort(1);
+    }
+    for (auto& r : registered_) {
+      if (r && r->type != MPI_DATATYPE_NULL) MPI_Type_free(&r->type);
+    }
+    // Every PS of the job counts its workers out before it leaves.
+    RequestHeader bye;
+    bye.kind = kGoodbye;
+    for (int ps : job_->RanksWithRole(Role::kPs)) {
+      MPI_Send(&bye, sizeof bye, MPI_BYTE, ps, kControlTag, job_->comm());
+    }
+    job_.reset();  // MPI_Finalize, on the thread that joined
+  }
+
+  absl::Status Connect() override {
+    auto job = Job::Join(Role::kWorker, "", absl::Now() + options_.connect_timeout);
+    if (!job.ok()) return job.status();
+    job_ = std::move(*job);
+    std::vector<int> ps_ranks = job_->RanksWithRole(Role::kPs);
+    std::vector<int> workers = job_->RanksWithRole(Role::kWorker);
+    placement_.num_workers = static_cast<int>(workers.size());
+    placement_.worker_index = static_cast<int>(
+        std::find(workers.begin(), workers.end(), job_->rank()) - workers.begin());
+    std::vector<std::string> servers = options_.servers;
+    if (servers.empty()) {
+      if (ps_ranks.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("this MPI job has no psbench-ps rank and no --ps was given; ", LaunchHint()));
+      }
+      for (int r : ps_ranks) servers.push_back(job_->ranks()[r].address);
+    }
+    ClientOptions control_options = options_;
+    control_options.servers = servers;
+    control_ = grpc_transport::NewGrpcClient(control_options);
+    if (absl::Status s = control_->Connect(); !s.ok()) return s;
+    std::set<int> seen;
+    for (size_t i = 0; i < servers.size(); ++i) {
+      auto info = control_->GetInfo(i);
+      if (!info.ok()) return info.status();
+      if (info->transport != "grpc+mpi") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "PS ", servers[i], " serves --transport=", info->transport,
+            ", not grpc+mpi (start it with --transport=grpc+mpi, in the same mpirun)"));
+      }
+      auto rank = Hello(servers[i]);
+      if (!rank.ok()) return rank.status();
+      if (!seen.insert(*rank).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--ps: ", servers[i], " is MPI rank ", *rank, ", listed twice"));
+      }
+      Peer p;
+      p.address = servers[i];
+      p.rank = *rank;
+      peers_.push_back(std::move(p));
+    }
+    return absl::OkStatus();
+  }
+
+  size_t num_servers() const override { return peers_.size(); }
+  const std::string& server_address(size_t i) const override { return peers_[i].address; }
+  std::optional<JobPlacement> Placement() const override {
+    if (!job_) return std::nullopt;
+    return placement_;
+  }
+
+  absl::StatusOr<int> Register(const Payload& payload) override {
+    if (!job_) return absl::FailedPreconditionError("grpc+mpi: Register before Connect");
+    if (payload.total_bytes() > kMaxMessageBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grpc+mpi sends a payload as one MPI message, of at most 2 GiB - 1 bytes (MPI counts "
+          "are int); this one has ", payload.total_bytes()));
+    }
+    auto reg = std::make_unique<Registered>();
+    reg->payload = &payload;
+    const auto& iov = payload.iov();
+    if (iov.size() == 1) {
+      reg->base = iov[0].iov_base;
+      reg->count = static_cast<int>(iov[0].iov_len);
+    } else if (!iov.empty()) {
+      // Built once per payload: each message then goes straight from the buffers.
+      std::vector<int> lengths;
+      std::vector<MPI_Aint> addresses;
+      for (const iovec& v : iov) {
+        MPI_Aint address;
+        MPI_Get_address(v.iov_base, &address);
+        lengths.push_back(static_cast<int>(v.iov_len));
+        addresses.push_back(address);
+      }
+      int rc = MPI_Type_create_hindexed(static_cast<int>(iov.size()), lengths.data(),
+                                        addresses.data(), MPI_BYTE, &reg->type);
+      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&reg->type);
+      if (rc != MPI_SUCCESS) {
+        return absl::InternalError(absl::StrCat("MPI_Type_create_hindexed over ", iov.size(),
+                                                " buffers: ", MpiErrorText(rc)));
+      }
+      reg->base = MPI_BOTTOM;
+      reg->count = 1;
+    }
+    RequestHeader h;
+    h.flags = options_.validate ? kValidate : 0;
+    h.total_bytes = payload.total_bytes();
+    reg->header.assign(reinterpret_cast<const char*>(&h), sizeof h);
+    reg->header += EncodePayloadMeta(payload.sizes(), options_.validate ? &payload.checksums() : nullptr);
+    reg->max_ack = 16 + (options_.validate ? 8 * payload.num_buffers() : 0) + kMaxAckErrorBytes;
+    registered_.push_back(std::move(reg));
+    return static_cast<int>(registered_.size() - 1);
+  }
+
+  void Unregister(int payload) override {
+    auto& r = registered_[payload];
+    if (!r) return;
+    // Ops on it have completed (the caller's contract); no MPI request still reads it.
+    if (r->type != MPI_DATATYPE_NULL) MPI_Type_free(&r->type);
+    r.reset();
+  }
+
+  void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    Peer& p = peers_[server];
+    if (!p.failure.ok()) {
+      ready_.push_back({tag, p.failure});
+      return;
+    }
+    PendingOp* o = TakeOp();
+    o->tag = tag;
+    o->op = op;
+    o->reg = registered_[payload].get();
+    o->server = server;
+    o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
+    o->deadline = absl::Now() + options_.rpc_timeout;
+    o->first_error = MPI_SUCCESS;
+    o->expired = false;
+    // The header: the payload's, with this request's kind and tag.
+    o->header = o->reg->header;
+    RequestHeader h;
+    std::memcpy(&h, o->header.data(), sizeof h);
+    h.kind = op == Op::kEcho ? kEcho : kPush;
+    h.data_tag = o->data_tag;
+    std::memcpy(o->header.data(), &h, sizeof h);
+    if (o->ack.size() < o->reg->max_ack) o->ack.resize(o->reg->max_ack);
+    const uint64_t total = o->reg->payload->total_bytes();
+    if (op == Op::kEcho && o->echo_capacity < total) {
+      o->echo.reset(new std::byte[total]);  // uninitialised: MPI fills it
+      o->echo_capacity = total;
+    }
+    ++p.in_flight;
+    MPI_Comm comm = job_->comm();
+    // Receives first, so that the replies find them posted.
+    Post(o, kAckReceive, [&](MPI_Request* r) {
+      return MPI_Irecv(o->ack.data(), static_cast<int>(o->reg->max_ack), MPI_BYTE, p.rank,
+                       o->data_tag, comm, r);
+    });
+    if (op == Op::kEcho) {
+      Post(o, kEchoReceive, [&](MPI_Request* r) {
+        return MPI_Irecv(o->echo.get(), static_cast<int>(total), MPI_BYTE, p.rank, o->data_tag,
+                         comm, r);
+      });
+    }
+    Post(o, kSend, [&](MPI_Request* r) {
+      return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
+                       kControlTag, comm, r);
+    });
+    Post(o, kSend, [&](MPI_Request* r) {
+      const Registered& reg = *o->reg;
+      return reg.type != MPI_DATATYPE_NULL
+                 ? MPI_Isend(MPI_BOTTOM, 1, reg.type, p.rank, o->data_tag, comm, r)
+                 : MPI_Isend(reg.base, reg.count, MPI_BYTE, p.rank, o->data_tag, comm, r);
+    });
+    if (o->outstanding == 0) Finish(*o);  // nothing could be posted
+  }
+
+  absl::StatusOr<Completion> Next(absl::Time deadline) override {
+    while (true) {
+      if (!ready_.empty()) {
+        Completion c = std::move(ready_.front());
+        ready_.pop_front();
+        return c;
+      }
+      int n = table_.Poll([this](PendingOp* o, int what, const MPI_Status& st, int error) {
+        OnDone(*o, static_cast<What>(what), st, error);
+      });
+      absl::Time now = absl::Now();
+      if (n > 0) {
+        backoff_.Progressed();
+        // Steady traffic from one PS must not hide that another stopped answering.
+        if (now - last_expiry_check_ > absl::Milliseconds(100)) ExpireOps(now);
+        continue;
+      }
+      ExpireOps(now);
+      if (!ready_.empty()) continue;
+      if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
+      backoff_.Idle();
+    }
+  }
+
+  absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
+  absl::Status Barrier(const std::string& name, int parties, int worker_index,
+                       absl::Time deadline) override {
+    return control_->Barrier(name, parties, worker_index, deadline);
+  }
+
+ private:
+  // Asks a PS which rank it is, and checks that it is one of this job's PS.
+  absl::StatusOr<int> Hello(const std::string& address) {
+    auto stub = wire::PsMpi::NewStub(grpc_transport::MakeChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    wire::MpiHello request;
+    request.set_job_id(job_->job_id());
+    request.set_worker_rank(job_->rank());
+    wire::MpiHelloReply reply;
+    grpc::Status status = stub->Hello(&context, request, &reply);
+    if (!status.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("PS ", address, ": MPI rank lookup failed: ", status.error_message()));
+    }
+    if (reply.job_id() != job_->job_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "PS ", address, " is a rank of another MPI job (", reply.job_id(), ", this one is ",
+          job_->job_id(), "): grpc+mpi PS and workers must be ranks of one mpirun"));
+    }
+    int rank = reply.ps_rank();
+    if (rank < 0 || rank >= job_->size() || job_->ranks()[rank].role != Role::kPs) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("PS ", address, " says it is MPI rank ", rank, ", not a PS rank of this job"));
+    }
+    return rank;
+  }
+
+  template <typename StartFn>
+  void Post(PendingOp* o, What what, StartFn&& start) {
+    if (o->first_error != MPI_SUCCESS) return;
+    if (int rc = table_.Post(o, what, start); rc != MPI_SUCCESS) {
+      o->first_error = rc;
+      return;
+    }
+    ++o->outstanding;
+  }
+
+  PendingOp* TakeOp() {
+    if (spare_.empty()) {
+      ops_.push_back(std::make_unique<PendingOp>());
+      return ops_.back().get();
+    }
+    PendingOp* o = spare_.back();
+    spare_.pop_back();
+    return o;
+  }
+
+  void OnDone(PendingOp& o, What what, const MPI_Status& status, int error) {
+    --o.outstanding;
+    if (error != MPI_SUCCESS && o.first_error == MPI_SUCCESS) o.first_error = error;
+    if (error == MPI_SUCCESS && what != kSend) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      (what == kAckReceive ? o.ack_bytes : o.echo_bytes) = count;
+    }
+    if (o.outstanding == 0) Finish(o);
+  }
+
+  // All of an op's MPI requests are done: judge it and report it.
+  void Finish(PendingOp& o) {
+    Peer& p = peers_[o.server];
+    --p.in_flight;
+    if (o.expired) {  // already reported; now its buffers are free again
+      Recycle(o);
+      return;
+    }
+    const Payload& payload = *o.reg->payload;
+    absl::Status s = Judge(o, payload);
+    if (!s.ok()) {
+      s = absl::Status(s.code(), absl::StrCat("PS ", p.address, " (MPI rank ", p.rank, "): ", s.message()));
+    }
+    ready_.push_back({o.tag, std::move(s)});
+    Recycle(o);
+  }
+
+  absl::Status Judge(PendingOp& o, const Payload& payload) {
+    if (o.first_error != MPI_SUCCESS) return absl::DataLossError(MpiErrorText(o.first_error));
+    auto ack = DecodeAckMeta(std::span<const std::byte>(
+        reinterpret_cast<const std::byte*>(o.ack.data()), static_cast<size_t>(o.ack_bytes)));
+    if (!ack.ok()) return ack.status();
+    if (!ack->ok) return absl::DataLossError(absl::StrCat("PS: ", ack->error));
+    if (ack->bytes_received != payload.total_bytes()) {
+      return absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,
+                                                 payload.total_bytes()));
+    }
+    if (o.op == Op::kPush) {
+      if (!options_.validate) return absl::OkStatus();
+      return grpc_transport::CompareChecksums(payload.checksums(), ack->checksums, payload.sizes());
+    }
+    if (static_cast<uint64_t>(o.echo_bytes) != payload.total_bytes()) {
+      return absl::DataLossError(absl::StrFormat("echo brought back %d of %u bytes", o.echo_bytes,
+                                                 payload.total_bytes()));
+    }
+    if (!options_.validate) return absl::OkStatus();
+    checksums_.clear();
+    uint64_t offset = 0;
+    for (uint64_t size : payload.sizes()) {
+      checksums_.push_back(Checksum(std::span<const std::byte>(o.echo.get() + offset, size)));
+      offset += size;
+    }
+    return grpc_transport::CompareChecksums(payload.checksums(), checksums_, payload.sizes());
+  }
+
+  void Recycle(PendingOp& o) {
+    o.ack_bytes = 0;
+    o.echo_bytes = 0;
+    spare_.push_back(&o);
+  }
+
+  void ExpireOps(absl::Time now) {
+    last_expiry_check_ = now;
+    for (auto& op : ops_) {
+      PendingOp& o = *op;
+      if (o.outstanding == 0 || o.expired) continue;
+      Peer& p = peers_[o.server];
+      // Past its deadline, or behind one that was: after a lost reply, nothing to that PS
+      // is trusted.
+      if (o.deadline > now && p.failure.ok()) continue;
+      if (p.failure.ok()) {
+        p.failure = absl::DeadlineExceededError(absl::StrCat(
+            "PS ", p.address, " (MPI rank ", p.rank, "): no reply within --rpc-timeout=",
+            absl::FormatDuration(options_.rpc_timeout)));
+      }
+      o.expired = true;  // its buffers stay MPI's until its requests finish
+      ready_.push_back({o.tag, p.failure});
+    }
+  }
+
+  ClientOptions options_;
+  std::unique_ptr<Job> job_;
+  std::unique_ptr<Client> control_;
+  JobPlacement placement_;
+  std::vector<Peer> peers_;
+  std::vector<std::unique_ptr<Registered>> registered_;
+  RequestTable<PendingOp> table_;
+  std::vector<std::unique_ptr<PendingOp>> ops_;
+  std::vector<PendingOp*> spare_;
+  std::deque<Completion> ready_;
+  std::vector<uint64_t> checksums_;
+  IdleBackoff backoff_{options_.busy_poll};
+  absl::Time last_expiry_check_ = absl::InfinitePast();
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> NewMpiClient(const ClientOptions& options) {
+  if (!LaunchedByMpi()) return absl::FailedPreconditionError(LaunchHint());
+  return std::make_unique<MpiClient>(options);
+}
+
+}  // namespace psbench::mpi

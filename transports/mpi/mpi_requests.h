@@ -1,0 +1,106 @@
+// MPI requests in flight, each tagged with its owner and what it is to the owner, polled
+// together with MPI_Testsome.
+// Used only by the thread that owns MPI.
+#ifndef PSBENCH_TRANSPORTS_MPI_MPI_REQUESTS_H_
+#define PSBENCH_TRANSPORTS_MPI_MPI_REQUESTS_H_
+
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace psbench::mpi {
+
+template <typename Owner>
+class RequestTable {
+ public:
+  // Posts one request: `start(MPI_Request*)` issues it (MPI_Isend, MPI_Irecv, ...) and
+  // returns its MPI error code. On failure the slot is given back and the code returned.
+  template <typename Start>
+  int Post(Owner* owner, int what, Start&& start) {
+    size_t slot;
+    if (free_.empty()) {
+      slot = requests_.size();
+      requests_.push_back(MPI_REQUEST_NULL);
+      owners_.push_back(nullptr);
+      whats_.push_back(0);
+      indices_.push_back(0);
+      statuses_.emplace_back();
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+    }
+    int rc = start(&requests_[slot]);
+    if (rc != MPI_SUCCESS) {
+      requests_[slot] = MPI_REQUEST_NULL;
+      free_.push_back(slot);
+      return rc;
+    }
+    owners_[slot] = owner;
+    whats_[slot] = what;
+    ++in_flight_;
+    return MPI_SUCCESS;
+  }
+
+  // Reaps finished requests: `done(owner, what, status, error)` for each. Returns how many.
+  template <typename Done>
+  int Poll(Done&& done) {
+    if (in_flight_ == 0) return 0;
+    int count = 0;
+    int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
+                          indices_.data(), statuses_.data());
+    if (count == MPI_UNDEFINED) return 0;
+    for (int k = 0; k < count; ++k) {
+      size_t slot = static_cast<size_t>(indices_[k]);
+      // Error fields are meaningful only when MPI says some request failed.
+      int error = rc == MPI_ERR_IN_STATUS ? statuses_[k].MPI_ERROR : rc;
+      Owner* owner = owners_[slot];
+      owners_[slot] = nullptr;
+      requests_[slot] = MPI_REQUEST_NULL;
+      free_.push_back(slot);
+      --in_flight_;
+      done(owner, whats_[slot], statuses_[k], error);
+    }
+    return count;
+  }
+
+  size_t in_flight() const { return in_flight_; }
+
+ private:
+  std::vector<MPI_Request> requests_;
+  std::vector<Owner*> owners_;
+  std::vector<int> whats_;
+  std::vector<int> indices_;
+  std::vector<MPI_Status> statuses_;
+  std::vector<size_t> free_;
+  size_t in_flight_ = 0;
+};
+
+// How a polling loop waits when nothing moved: MPI offers no event to sleep on, so spin,
+// yielding the CPU to whoever shares it; after a long quiet spell (no traffic at all), nap
+// briefly so that an idle rank costs little CPU. With busy_poll, never nap.
+class IdleBackoff {
+ public:
+  explicit IdleBackoff(bool busy_poll) : busy_poll_(busy_poll) {}
+  void Progressed() { idle_since_ = absl::InfinitePast(); }
+  void Idle() {
+    if (idle_since_ == absl::InfinitePast()) idle_since_ = absl::Now();
+    if (!busy_poll_ && absl::Now() - idle_since_ > absl::Milliseconds(20)) {
+      usleep(50);
+    } else {
+      sched_yield();
+    }
+  }
+
+ private:
+  bool busy_poll_;
+  absl::Time idle_since_ = absl::InfinitePast();
+};
+
+}  // namespace psbench::mpi
+
+#endif  // PSBENCH_TRANSPORTS_MPI_MPI_REQUESTS_H_

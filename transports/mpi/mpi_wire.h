@@ -1,0 +1,53 @@
+// What grpc+mpi sends over MPI, on psbench's own communicator.
+//
+//   worker -> PS, tag kControlTag: RequestHeader, then the payload metadata (data_meta.h:
+//                                  buffer sizes, and checksums under --validate)
+//   worker -> PS, tag data_tag:    the payload, one message over the payload's own buffers
+//                                  (an hindexed datatype, no staging copy)
+//   PS -> worker, tag data_tag:    the acknowledgement (data_meta.h AckMeta); for an echo,
+//                                  then the payload again
+//   worker -> PS, tag kControlTag: a RequestHeader of kind kGoodbye when the worker is done;
+//                                  a PS leaves once every worker rank has said goodbye
+//
+// Each request of a worker to a PS has its own data tag, so requests in flight at the same
+// time never match each other's messages; MPI orders messages of one tag between two ranks,
+// which keeps an echo's acknowledgement ahead of its data.
+#ifndef PSBENCH_TRANSPORTS_MPI_MPI_WIRE_H_
+#define PSBENCH_TRANSPORTS_MPI_MPI_WIRE_H_
+
+#include <cstdint>
+
+namespace psbench::mpi {
+
+inline constexpr int kControlTag = 1;
+inline constexpr int kFirstDataTag = 16;
+
+enum RequestKind : uint8_t {
+  kEcho = 1,
+  kPush = 2,
+  kGoodbye = 3,
+};
+
+enum RequestFlags : uint8_t {
+  kValidate = 1,
+};
+
+struct RequestHeader {
+  uint32_t magic = kMagic;
+  uint8_t kind = kPush;
+  uint8_t flags = 0;
+  uint16_t reserved = 0;
+  int32_t data_tag = 0;
+  uint32_t reserved2 = 0;
+  uint64_t total_bytes = 0;
+
+  static constexpr uint32_t kMagic = 0x4d425350;  // "PSBM"
+};
+static_assert(sizeof(RequestHeader) == 24);
+
+// The largest acknowledgement error text a PS sends; longer ones are cut.
+inline constexpr size_t kMaxAckErrorBytes = 200;
+
+}  // namespace psbench::mpi
+
+#endif  // PSBENCH_TRANSPORTS_MPI_MPI_WIRE_H_
