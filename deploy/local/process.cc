@@ -16,9 +16,17 @@ namespace psbench {
 
 absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
                                                  const std::vector<std::string>& argv,
-                                                 bool capture_stdout) {
+                                                 bool capture_stdout,
+                                                 const std::string& log_file) {
   if (access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(errno)));
+  }
+  int log_fd = -1;
+  if (!log_file.empty()) {
+    log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return absl::InternalError(absl::StrCat("cannot write ", log_file, ": ", strerror(errno)));
+    }
   }
   int fds[2] = {-1, -1};
   if (capture_stdout && pipe2(fds, O_CLOEXEC) != 0) {
@@ -29,15 +37,24 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   args.push_back(nullptr);
   pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  if (pid < 0) {
+    int err = errno;
+    if (log_fd >= 0) close(log_fd);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
+  }
   if (pid == 0) {
     // Dies with the launcher, so no run leaves processes behind.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     if (capture_stdout) dup2(fds[1], STDOUT_FILENO);
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+    }
     execv(args[0], args.data());
     _exit(127);
   }
+  if (log_fd >= 0) close(log_fd);
   ChildProcess child;
   child.name_ = name;
   child.pid_ = pid;

@@ -17,10 +17,12 @@ namespace psbench {
 class ChildProcess {
  public:
   // Starts argv[0] (a path) with `argv`. stdout goes to a pipe when capture_stdout, else
-  // it is inherited; stderr is inherited.
+  // it is inherited; stderr is inherited. With `log_file`, stdout and stderr both go to
+  // that file instead (for a launcher whose output is read once it is done).
   static absl::StatusOr<ChildProcess> Start(const std::string& name,
                                             const std::vector<std::string>& argv,
-                                            bool capture_stdout);
+                                            bool capture_stdout,
+                                            const std::string& log_file = "");
   ChildProcess(ChildProcess&&) noexcept;
   ChildProcess& operator=(ChildProcess&&) noexcept;
   ~ChildProcess();  // kills and reaps a child still running

@@ -20,12 +20,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "bench/cli.h"
 #include "bench/report.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport.h"
 #include "deploy/local/process.h"
 #include "fmt/core.h"
 
@@ -37,6 +39,11 @@ ABSL_FLAG(int, ps_threads, 1, "completion-queue threads per PS");
 ABSL_FLAG(std::string, json, "", "append every result (JSON Lines) to this file");
 ABSL_FLAG(absl::Duration, timeout, absl::ZeroDuration(),
           "end a run that takes longer than this (default: derived from warm-up and duration)");
+ABSL_FLAG(std::string, mpirun, PSBENCH_MPIEXEC,
+          "grpc+mpi: the MPI launcher that starts PS and workers as one job (default: the one "
+          "psbench was built against)");
+ABSL_FLAG(std::string, mpirun_args, "",
+          "grpc+mpi: extra launcher arguments, space-separated (e.g. \"--mca btl self,vader\")");
 ABSL_FLAG(std::string, transports, "",
           "compare: run the same scenario once per entry, TRANSPORT or TRANSPORT/MODE "
           "(e.g. grpc,grpc+verbs or grpc/non-serialized,grpc/serialized; at least two, no "
@@ -69,6 +76,8 @@ struct Options {
   absl::Duration timeout;
   fs::path bin_dir;
   fs::path work_dir;
+  std::string mpirun;
+  std::vector<std::string> mpirun_args;
 };
 
 fs::path BinDir() {
@@ -84,10 +93,182 @@ absl::Duration RunBudget(const Scenario& s, size_t plans) {
   return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
 }
 
+// Reads each worker's JSON Lines: per-worker records, plus one total record per plan for
+// throughput.
+absl::StatusOr<std::vector<json>> CollectResults(const Scenario& s,
+                                                 const std::vector<fs::path>& outputs,
+                                                 size_t plans) {
+  std::vector<std::vector<json>> per_worker;
+  for (const auto& out : outputs) {
+    auto records = ReadJsonLines(out.string());
+    if (!records.ok()) return records.status();
+    if (records->size() != plans) {
+      return absl::DataLossError(absl::StrCat(out.string(), ": ", records->size(),
+                                              " results for ", plans, " payloads"));
+    }
+    per_worker.push_back(*std::move(records));
+  }
+  std::vector<json> results;
+  for (size_t p = 0; p < plans; ++p) {
+    std::vector<json> group;
+    for (auto& w : per_worker) group.push_back(w[p]);
+    results.insert(results.end(), group.begin(), group.end());
+    if (s.benchmark == Benchmark::kThroughput) results.push_back(AggregateThroughput(group));
+  }
+  return results;
+}
+
+// grpc+mpi: one mpirun starts every PS and worker as ranks of one job (MPMD, one app context
+// per process, so each worker gets its own scenario and result file): PS i is rank i, worker w
+// is rank num_ps + w. Workers find the PS through the job. mpirun's output goes to a log that
+// is shown when the run fails; mpirun itself names a rank that died, and we name its role.
+std::string RankRange(int first, int count, const char* what) {
+  return count == 1 ? absl::StrCat("rank ", first, ": ", what)
+                    : absl::StrCat("ranks ", first, "-", first + count - 1, ": ", what);
+}
+
+std::string RankRole(int rank, int num_ps) {
+  return rank < num_ps ? absl::StrCat("PS ", rank) : absl::StrCat("worker ", rank - num_ps);
+}
+
+// "PS 0 (MPI rank 0) exited on signal 9 (Killed)" for the rank mpirun's log names as the
+// cause, or "".
+std::string FailedRankFromLog(const std::string& log, int num_ps, int ranks) {
+  struct Marker {
+    const char* text;    // precedes the rank number
+    const char* after;   // what happened: follows the rank on the same line, from here
+    const char* what;    // or, when null, this
+  };
+  // Open MPI 4: "process rank 1 with PID 123 on node vm exited on signal 9 (Killed).",
+  // "MPI_ABORT was invoked on rank 2 in communicator ...", "Process name: [[4711,1],3]".
+  // In that order: a rank that was killed, the first to exit non-zero, one that aborted.
+  for (const Marker& m : {Marker{"process rank ", " exited ", nullptr},
+                          Marker{"Process name: [[", nullptr, "exited with a non-zero status"},
+                          Marker{"invoked on rank ", nullptr, "called MPI_Abort"}}) {
+    size_t at = log.find(m.text);
+    if (at == std::string::npos) continue;
+    at += strlen(m.text);
+    if (m.text[0] == 'P') {  // [[jobid,1],rank]
+      at = log.find("],", at);
+      if (at == std::string::npos) continue;
+      at += 2;
+    }
+    int rank = -1;
+    size_t end = log.find_first_not_of("0123456789", at);
+    if (!absl::SimpleAtoi(log.substr(at, end - at), &rank) || rank < 0 || rank >= ranks) continue;
+    std::string what = m.what ? m.what : "failed";
+    if (m.after) {
+      size_t line_end = log.find('\n', at);
+      size_t from = log.find(m.after, at);
+      if (from != std::string::npos && from < line_end) {
+        what = log.substr(from + 1, line_end - from - 1);
+        while (!what.empty() && what.back() == '.') what.pop_back();
+      }
+    }
+    return absl::StrCat(RankRole(rank, num_ps), " (MPI rank ", rank, ") ", what);
+  }
+  return "";
+}
+
+std::string ReadFileText(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// What mpirun and the ranks printed, less the PS's "listening on" lines.
+void RelayLog(const std::string& log) {
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "psbench-ps listening on ")) continue;
+    fmt::print(stderr, "{}\n", std::string(line));
+  }
+}
+
+absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t plans,
+                                            int run_number) {
+  int num_ps = s.benchmark == Benchmark::kThroughput ? o.num_ps : 1;
+  int num_workers = s.benchmark == Benchmark::kThroughput ? o.num_workers : 1;
+  std::vector<std::string> argv = {o.mpirun};
+  // Open MPI refuses root without this, and more ranks than cores without --oversubscribe;
+  // --bind-to none leaves placement to --ps-cpu and --worker-cpu.
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  for (const char* a : {"--oversubscribe", "--bind-to", "none"}) argv.push_back(a);
+  for (const auto& a : o.mpirun_args) argv.push_back(a);
+  for (int i = 0; i < num_ps; ++i) {
+    if (i > 0) argv.push_back(":");
+    for (const std::string& a :
+         {std::string("-np"), std::string("1"), (o.bin_dir / "psbench-ps").string(),
+          std::string("--host=127.0.0.1"), std::string("--port=0"),
+          "--transport=" + s.transport, absl::StrCat("--threads=", o.ps_threads)}) {
+      argv.push_back(a);
+    }
+    if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
+    if (s.busy_poll) argv.push_back("--busy-poll");
+  }
+  s.ps.clear();  // the workers find every PS of the job
+  s.num_workers = num_workers;
+  s.run_id = absl::StrCat("run-", getpid(), "-", run_number);
+  std::vector<fs::path> outputs;
+  for (int w = 0; w < num_workers; ++w) {
+    s.worker_index = w;
+    fs::path scenario_file = o.work_dir / absl::StrCat("scenario-", run_number, "-", w, ".json");
+    fs::path output = o.work_dir / absl::StrCat("results-", run_number, "-", w, ".jsonl");
+    std::ofstream file(scenario_file);
+    file << ScenarioToJson(s).dump(2);
+    file.close();
+    if (!file) return absl::InternalError(absl::StrCat("cannot write ", scenario_file.string()));
+    for (const std::string& a :
+         {std::string(":"), std::string("-np"), std::string("1"),
+          (o.bin_dir / "psbench-worker").string(), "--scenario=" + scenario_file.string(),
+          "--json=" + output.string(), std::string("--quiet")}) {
+      argv.push_back(a);
+    }
+    if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
+    outputs.push_back(output);
+  }
+  fs::path log = o.work_dir / absl::StrCat("mpirun-", run_number, ".log");
+  auto job = ChildProcess::Start("mpirun", argv, /*capture_stdout=*/false, log.string());
+  if (!job.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        job.status().message(), " (grpc+mpi needs Open MPI's mpirun: install openmpi-bin, or "
+        "give --mpirun=PATH)"));
+  }
+  absl::Duration budget = o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans);
+  absl::Time deadline = absl::Now() + budget;
+  absl::Status failure;
+  std::optional<int> status;
+  while (!(status = job->Poll())) {
+    if (g_interrupted) {
+      failure = absl::CancelledError("interrupted");
+      break;
+    }
+    if (absl::Now() > deadline) {
+      failure = absl::DeadlineExceededError(absl::StrCat(
+          "the run did not finish within ", absl::FormatDuration(budget), " (see --timeout)"));
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  // mpirun takes its ranks down with it.
+  if (!status) status = job->Stop(SIGTERM, absl::Seconds(5));
+  std::string text = ReadFileText(log);
+  if (failure.ok() && *status != 0) {
+    std::string rank = FailedRankFromLog(text, num_ps, num_ps + num_workers);
+    failure = absl::InternalError(absl::StrCat(
+        rank.empty() ? absl::StrCat("mpirun (pid ", job->pid(), ") ", ChildProcess::Describe(*status))
+                     : rank + ", and mpirun ended the job",
+        " (", RankRange(0, num_ps, "PS"), ", ", RankRange(num_ps, num_workers, "workers"),
+        "; mpirun's output is above)"));
+  }
+  RelayLog(text);
+  if (!failure.ok()) return failure;
+  return CollectResults(s, outputs, plans);
+}
+
 // Runs one scenario with fresh processes. Returns per-worker records, plus one total record
 // per plan for throughput.
 absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size_t plans,
                                               int run_number) {
+  if (TransportLaunchesAsJob(s.transport)) return RunMpiJob(std::move(s), o, plans, run_number);
   // Latency and bandwidth are point to point.
   int num_ps = s.benchmark == Benchmark::kThroughput ? o.num_ps : 1;
   int num_workers = s.benchmark == Benchmark::kThroughput ? o.num_workers : 1;
@@ -193,24 +374,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   }
   if (!failure.ok()) return failure;
 
-  std::vector<std::vector<json>> per_worker;
-  for (const auto& out : outputs) {
-    auto records = ReadJsonLines(out.string());
-    if (!records.ok()) return records.status();
-    if (records->size() != plans) {
-      return absl::DataLossError(absl::StrCat(out.string(), ": ", records->size(),
-                                              " results for ", plans, " payloads"));
-    }
-    per_worker.push_back(*std::move(records));
-  }
-  std::vector<json> results;
-  for (size_t p = 0; p < plans; ++p) {
-    std::vector<json> group;
-    for (auto& w : per_worker) group.push_back(w[p]);
-    results.insert(results.end(), group.begin(), group.end());
-    if (s.benchmark == Benchmark::kThroughput) results.push_back(AggregateThroughput(group));
-  }
-  return results;
+  return CollectResults(s, outputs, plans);
 }
 
 // Busy-polling processes that share a CPU take turns by the scheduler's time slice, which
@@ -624,6 +788,8 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  o.mpirun = absl::GetFlag(FLAGS_mpirun);
+  o.mpirun_args = absl::StrSplit(absl::GetFlag(FLAGS_mpirun_args), ' ', absl::SkipEmpty());
   std::string json_path = absl::GetFlag(FLAGS_json);
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
@@ -685,6 +851,15 @@ int Main(int argc, char** argv) {
     }
   }
 
+  bool mpi = TransportLaunchesAsJob(base->transport);
+  for (const CompareEntry& e : compare) mpi |= TransportLaunchesAsJob(e.transport);
+  if (mpi && (o.mpirun.empty() || access(o.mpirun.c_str(), X_OK) != 0)) {
+    Die(kProgram,
+        absl::StrCat("--mpirun=", o.mpirun.empty() ? "(none)" : o.mpirun,
+                     " is not an executable MPI launcher; grpc+mpi needs Open MPI's mpirun "
+                     "(deploy/install-deps.sh installs openmpi-bin)"),
+        kExitUsage);
+  }
   o.bin_dir = BinDir();
   char tmpl[] = "/tmp/psbench-run-XXXXXX";
   if (const char* t = mkdtemp(tmpl)) o.work_dir = t;

@@ -423,7 +423,7 @@ class MpiClient final : public Client {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> NewMpiClient(const ClientOptions& options) {
-  if (!LaunchedByMpi()) return absl::FailedPreconditionError(LaunchHint());
+  if (absl::Status s = TieToLauncher(); !s.ok()) return s;
   return std::make_unique<MpiClient>(options);
 }
 

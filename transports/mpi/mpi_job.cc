@@ -1,6 +1,8 @@
 #include "transports/mpi/mpi_job.h"
 
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -44,6 +46,16 @@ std::string LaunchHint() {
          "`psbench run --transport=grpc+mpi ...`, or launch them together, e.g. "
          "`mpirun -np 1 psbench-ps --transport=grpc+mpi : -np 1 psbench-worker "
          "--transport=grpc+mpi --benchmark=latency` (deploy/mpi/README.md)";
+}
+
+absl::Status TieToLauncher() {
+  if (!LaunchedByMpi()) return absl::FailedPreconditionError(LaunchHint());
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent || parent == 1) {
+    return absl::AbortedError("the MPI launcher that started this rank is gone");
+  }
+  return absl::OkStatus();
 }
 
 std::string MpiErrorText(int code) {

@@ -31,6 +31,10 @@ struct RankInfo {
 bool LaunchedByMpi();
 // How to launch grpc+mpi, for the message of a process started outside an MPI job.
 std::string LaunchHint();
+// For a process about to become a rank: fails (with LaunchHint) when not launched by MPI;
+// otherwise ties the process to its parent, the launcher's daemon (mpirun, orted,
+// slurmstepd), so that a launcher killed outright (SIGKILL) leaves no rank behind.
+absl::Status TieToLauncher();
 
 class Job {
  public:

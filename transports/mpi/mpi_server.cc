@@ -12,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
@@ -168,12 +170,14 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       }
     }
     if (goodbyes_.size() < workers_.size() || table_.in_flight() > 0) {
-      // Stopped (SIGTERM) while workers still run: MPI cannot finish without them.
+      // Stopped (SIGTERM) while workers still run: MPI cannot finish without them. Exiting
+      // non-zero makes mpirun end the job (if it is not already ending it).
       std::fprintf(stderr,
                    "psbench-ps: stopped while %zu of %zu workers of the MPI job had not "
-                   "finished; ending the job\n",
+                   "finished; leaving the job\n",
                    workers_.size() - goodbyes_.size(), workers_.size());
-      job_->Abort(1);
+      std::fflush(stderr);
+      _exit(1);
     }
     job_.reset();  // MPI_Finalize, on the thread that initialised MPI
     std::lock_guard lock(mu_);
@@ -341,7 +345,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> NewMpiServer(const ServerOptions& options) {
-  if (!LaunchedByMpi()) return absl::FailedPreconditionError(LaunchHint());
+  if (absl::Status s = TieToLauncher(); !s.ok()) return s;
   return std::make_unique<MpiServer>(options);
 }
 
