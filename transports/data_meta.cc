@@ -47,8 +47,16 @@ absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
     meta->checksums.resize(n);
     std::memcpy(meta->checksums.data(), bytes.data() + 8ull * n, 8ull * n);
   }
+  // Summed without overflow: sizes that wrap around to the total must not pass.
   uint64_t sum = 0;
-  for (uint64_t s : meta->sizes) sum += s;
+  for (uint64_t s : meta->sizes) {
+    if (s > total_bytes - sum) {
+      meta->sizes.clear();
+      return absl::DataLossError(
+          absl::StrCat("buffer sizes add up to more than the payload's ", total_bytes, " bytes"));
+    }
+    sum += s;
+  }
   if (sum != total_bytes) {
     meta->sizes.clear();
     return absl::DataLossError(
@@ -75,17 +83,22 @@ void EncodeAckMeta(const AckMeta& ack, std::string* out) {
 
 absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes) {
   AckMeta ack;
+  if (absl::Status s = DecodeAckMeta(bytes, &ack); !s.ok()) return s;
+  return ack;
+}
+
+absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack) {
   uint32_t status = 0, n = 0;
-  if (!Get(&bytes, &ack.bytes_received) || !Get(&bytes, &status) || !Get(&bytes, &n) ||
+  if (!Get(&bytes, &ack->bytes_received) || !Get(&bytes, &status) || !Get(&bytes, &n) ||
       bytes.size() < 8ull * n) {
     return absl::DataLossError("malformed acknowledgement");
   }
-  ack.ok = status == 0;
-  ack.checksums.resize(n);
-  std::memcpy(ack.checksums.data(), bytes.data(), 8ull * n);
+  ack->ok = status == 0;
+  ack->checksums.resize(n);
+  std::memcpy(ack->checksums.data(), bytes.data(), 8ull * n);
   bytes = bytes.subspan(8ull * n);
-  ack.error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  return ack;
+  ack->error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return absl::OkStatus();
 }
 
 void BufferChecksums::Reset(const std::vector<uint64_t>* sizes) {

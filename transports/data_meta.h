@@ -34,6 +34,8 @@ std::string EncodeAckMeta(const AckMeta& ack);
 // The same into *out, reusing its storage.
 void EncodeAckMeta(const AckMeta& ack, std::string* out);
 absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes);
+// The same into *ack, reusing its storage.
+absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack);
 
 // Feeds a payload's bytes in order, in pieces of any size; yields one checksum per buffer.
 class BufferChecksums {

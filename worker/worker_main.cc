@@ -122,14 +122,14 @@ int Main(int argc, char** argv) {
   if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);
   if (auto placement = (*client)->Placement()) {
     // Launched as one job: the job says how many workers there are and which one this is.
-    if ((FlagWasSet("num_workers") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+    if ((FlagWasSet("num-workers") || !absl::GetFlag(FLAGS_scenario).empty()) &&
         scenario->num_workers != placement->num_workers) {
       Die(kProgram,
           absl::StrCat("--num-workers=", scenario->num_workers, " but the ",
                        scenario->transport, " job has ", placement->num_workers, " worker ranks"),
           kExitUsage);
     }
-    if ((FlagWasSet("worker_index") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+    if ((FlagWasSet("worker-index") || !absl::GetFlag(FLAGS_scenario).empty()) &&
         scenario->worker_index != placement->worker_index) {
       Die(kProgram,
           absl::StrCat("--worker-index=", scenario->worker_index, " but this is worker ",

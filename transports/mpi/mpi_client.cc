@@ -48,8 +48,11 @@ struct PendingOp {
   int data_tag = 0;
   absl::Time deadline;
   int outstanding = 0;  // MPI requests not yet finished
-  int first_error = MPI_SUCCESS;
+  int first_error = MPI_SUCCESS;    // of a request that finished in error
+  int post_error = MPI_SUCCESS;     // of a request that could not be posted
   std::string header;
+  const Registered* header_of = nullptr;  // whose header `header` holds
+  AckMeta decoded_ack;
   std::string ack;  // receive buffer for the acknowledgement
   int ack_bytes = 0;
   std::unique_ptr<std::byte[]> echo;  // receive buffer for an echo, reused
@@ -187,7 +190,17 @@ class MpiClient final : public Client {
   void Unregister(int payload) override {
     auto& r = registered_[payload];
     if (!r) return;
-    // Ops on it have completed (the caller's contract); no MPI request still reads it.
+    // Ops on it have completed (the caller's contract), but one reported as timed out may
+    // still have its send posted: MPI would read freed memory. Nothing sane is left to do.
+    for (const auto& o : ops_) {
+      if (o->outstanding > 0 && o->reg == r.get()) {
+        std::fprintf(stderr, "psbench-worker (MPI rank %d): a payload freed while MPI still "
+                     "sends it (after a timeout); ending the MPI job\n", job_->rank());
+        job_->Abort(1);
+      }
+      // A later payload may be allocated where this one was: forget its header.
+      if (o->header_of == r.get()) o->header_of = nullptr;
+    }
     if (r->type != MPI_DATATYPE_NULL) MPI_Type_free(&r->type);
     r.reset();
   }
@@ -206,9 +219,14 @@ class MpiClient final : public Client {
     o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
     o->deadline = absl::Now() + options_.rpc_timeout;
     o->first_error = MPI_SUCCESS;
+    o->post_error = MPI_SUCCESS;
     o->expired = false;
-    // The header: the payload's, with this request's kind and tag.
-    o->header = o->reg->header;
+    // The header: the payload's (copied when this op last carried another payload), with
+    // this request's kind and tag.
+    if (o->header_of != o->reg) {
+      o->header = o->reg->header;
+      o->header_of = o->reg;
+    }
     RequestHeader h;
     std::memcpy(&h, o->header.data(), sizeof h);
     h.kind = op == Op::kEcho ? kEcho : kPush;
@@ -256,6 +274,9 @@ class MpiClient final : public Client {
       int n = table_.Poll([this](PendingOp* o, int what, const MPI_Status& st, int error) {
         OnDone(*o, static_cast<What>(what), st, error);
       });
+      if (table_.error() != MPI_SUCCESS) {
+        return absl::InternalError(absl::StrCat("MPI_Testsome: ", MpiErrorText(table_.error())));
+      }
       absl::Time now = absl::Now();
       if (n > 0) {
         backoff_.Progressed();
@@ -263,7 +284,7 @@ class MpiClient final : public Client {
         if (now - last_expiry_check_ > absl::Milliseconds(100)) ExpireOps(now);
         continue;
       }
-      ExpireOps(now);
+      if (now - last_expiry_check_ > absl::Milliseconds(1)) ExpireOps(now);
       if (!ready_.empty()) continue;
       if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
       backoff_.Idle();
@@ -304,11 +325,12 @@ class MpiClient final : public Client {
     return rank;
   }
 
+  // After a failed post the op posts nothing more; whatever it did post finishes or expires.
   template <typename StartFn>
   void Post(PendingOp* o, What what, StartFn&& start) {
-    if (o->first_error != MPI_SUCCESS) return;
+    if (o->post_error != MPI_SUCCESS) return;
     if (int rc = table_.Post(o, what, start); rc != MPI_SUCCESS) {
-      o->first_error = rc;
+      o->post_error = rc;
       return;
     }
     ++o->outstanding;
@@ -344,7 +366,10 @@ class MpiClient final : public Client {
       return;
     }
     const Payload& payload = *o.reg->payload;
-    absl::Status s = Judge(o, payload);
+    absl::Status s = o.post_error != MPI_SUCCESS
+                         ? absl::InternalError(absl::StrCat("posting an MPI request: ",
+                                                            MpiErrorText(o.post_error)))
+                         : Judge(o, payload);
     if (!s.ok()) {
       s = absl::Status(s.code(), absl::StrCat("PS ", p.address, " (MPI rank ", p.rank, "): ", s.message()));
     }
@@ -354,9 +379,14 @@ class MpiClient final : public Client {
 
   absl::Status Judge(PendingOp& o, const Payload& payload) {
     if (o.first_error != MPI_SUCCESS) return absl::DataLossError(MpiErrorText(o.first_error));
-    auto ack = DecodeAckMeta(std::span<const std::byte>(
-        reinterpret_cast<const std::byte*>(o.ack.data()), static_cast<size_t>(o.ack_bytes)));
-    if (!ack.ok()) return ack.status();
+    AckMeta* ack = &o.decoded_ack;
+    if (absl::Status s = DecodeAckMeta(
+            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()),
+                                       static_cast<size_t>(o.ack_bytes)),
+            ack);
+        !s.ok()) {
+      return s;
+    }
     if (!ack->ok) return absl::DataLossError(absl::StrCat("PS: ", ack->error));
     if (ack->bytes_received != payload.total_bytes()) {
       return absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,

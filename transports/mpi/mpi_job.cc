@@ -119,11 +119,16 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(Role role, const std::string& add
   MPI_Request request;
   MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, job->comm_,
                  &request);
-  // Non-blocking, so that a rank that never joins is reported instead of waited for forever.
+  // Non-blocking, so that a rank that started MPI but never gets here (a PS whose gRPC server
+  // hangs starting) is reported instead of waited for forever. A rank that never starts at
+  // all holds everyone in MPI_Init: the launcher reports that one.
   int done = 0;
   while (true) {
     if (int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
-      return absl::UnavailableError(absl::StrCat("MPI_Iallgather failed: ", MpiErrorText(rc)));
+      // The collective can be neither finished nor freed: MPI cannot be finalised.
+      fprintf(stderr, "grpc+mpi: exchanging rank information failed: %s; ending the job\n",
+              MpiErrorText(rc).c_str());
+      job->Abort(1);
     }
     if (done) break;
     if (absl::Now() > deadline) {

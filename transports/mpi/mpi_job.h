@@ -40,8 +40,8 @@ class Job {
  public:
   // Initialises MPI on this thread and exchanges RankInfo with every rank. `address` is this
   // rank's gRPC address (empty for a worker). Fails when not launched by MPI, when MPI lacks
-  // MPI_THREAD_FUNNELED, when MPI was already initialised in this process, or when not every
-  // rank joins before `deadline`.
+  // MPI_THREAD_FUNNELED, or when MPI was already initialised in this process. A rank that
+  // is past MPI_Init but does not join before `deadline` ends the whole job.
   static absl::StatusOr<std::unique_ptr<Job>> Join(Role role, const std::string& address,
                                                    absl::Time deadline);
   // Finalises MPI (the destructor does it too); must run on the joining thread, with no

@@ -53,6 +53,10 @@ class RequestTable {
     int count = 0;
     int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
                           indices_.data(), statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+      error_ = rc;  // MPI itself failed, not one request: the owner cannot go on
+      return 0;
+    }
     if (count == MPI_UNDEFINED) return 0;
     for (int k = 0; k < count; ++k) {
       size_t slot = static_cast<size_t>(indices_[k]);
@@ -69,6 +73,8 @@ class RequestTable {
   }
 
   size_t in_flight() const { return in_flight_; }
+  // MPI_SUCCESS, or the code of an MPI_Testsome that failed as a whole.
+  int error() const { return error_; }
 
  private:
   std::vector<MPI_Request> requests_;
@@ -78,6 +84,7 @@ class RequestTable {
   std::vector<MPI_Status> statuses_;
   std::vector<size_t> free_;
   size_t in_flight_ = 0;
+  int error_ = MPI_SUCCESS;
 };
 
 // How a polling loop waits when nothing moved: MPI offers no event to sleep on, so spin,

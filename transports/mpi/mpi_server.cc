@@ -89,9 +89,10 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     std::string address = host.find(':') != std::string::npos
                               ? absl::StrCat("[", host, "]:", *port)
                               : absl::StrCat(host, ":", *port);
-    std::promise<absl::Status> joined;
-    auto joined_future = joined.get_future();
-    progress_ = std::thread([this, address, &joined] { Progress(address, joined); });
+    // Shared: the progress thread may still be inside set_value when Start returns.
+    auto joined = std::make_shared<std::promise<absl::Status>>();
+    auto joined_future = joined->get_future();
+    progress_ = std::thread([this, address, joined] { Progress(address, *joined); });
     absl::Status s = joined_future.get();
     if (!s.ok()) {
       progress_.join();
@@ -121,9 +122,15 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     cv_.notify_all();
   }
 
-  grpc::Status Hello(grpc::ServerContext*, const wire::MpiHello* request,
+  grpc::Status Hello(grpc::ServerContext* context, const wire::MpiHello* request,
                      wire::MpiHelloReply* reply) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    // A worker may finish joining the job a moment before this PS's progress thread does.
+    if (!cv_.wait_until(lock, context->deadline(),
+                        [this] { return rank_ >= 0 || stop_requested_ || finished_; }) ||
+        rank_ < 0) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this PS has not joined the MPI job");
+    }
     reply->set_job_id(job_id_);
     reply->set_ps_rank(rank_);
     reply->set_job_size(job_size_);
@@ -152,6 +159,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       job_size_ = job_->size();
       job_id_ = job_->job_id();
       data_plane_ = absl::StrCat("MPI messages, ", job_->Describe());
+      cv_.notify_all();
     }
     joined.set_value(absl::OkStatus());
 
@@ -162,6 +170,9 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       progressed |= table_.Poll([this](PsRequest* r, int, const MPI_Status& st, int error) {
                       OnDone(*r, st, error);
                     }) > 0;
+      if (table_.error() != MPI_SUCCESS) {
+        Fatal(MPI_ANY_SOURCE, absl::StrCat("MPI_Testsome: ", MpiErrorText(table_.error())));
+      }
       if (goodbyes_.size() == workers_.size() && table_.in_flight() == 0) break;
       if (progressed) {
         backoff.Progressed();
@@ -207,7 +218,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       goodbyes_.insert(status.MPI_SOURCE);
       return true;
     }
-    if ((h.kind != kEcho && h.kind != kPush) || h.total_bytes > kMaxMessageBytes) {
+    if ((h.kind != kEcho && h.kind != kPush) || h.total_bytes > kMaxMessageBytes ||
+        h.data_tag < kFirstDataTag || h.data_tag - kFirstDataTag >= job_->data_tag_span()) {
       Fatal(status.MPI_SOURCE, "a malformed request header");
     }
     PsRequest* r = TakeRequest();
@@ -241,6 +253,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     // The payload is in.
     absl::Status verdict;
+    r.checksums.clear();
     int count = 0;
     if (error != MPI_SUCCESS) {
       verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
@@ -256,7 +269,6 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     } else if (verdict.ok() && !r.meta_status.ok()) {
       verdict = r.meta_status;
     } else if (verdict.ok() && r.validate) {
-      r.checksums.clear();
       uint64_t offset = 0;
       for (uint64_t size : r.meta.sizes) {
         r.checksums.push_back(Checksum(data.subspan(offset, size)));
@@ -272,7 +284,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     r.ack.bytes_received = static_cast<uint64_t>(count);
     r.ack.ok = verdict.ok();
     r.ack.checksums.clear();
-    if (r.validate && r.kind == kPush) r.ack.checksums = r.checksums;
+    // Only checksums of this payload, when they were computed (never a previous request's).
+    if (r.validate && r.kind == kPush && verdict.ok()) r.ack.checksums = r.checksums;
     r.ack.error.clear();
     if (!verdict.ok()) r.ack.error = std::string(verdict.message()).substr(0, kMaxAckErrorBytes);
     EncodeAckMeta(r.ack, &r.ack_bytes);
@@ -309,8 +322,13 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
 
   // A broken or foreign peer: MPI cannot be left in a consistent state, so the job ends.
   [[noreturn]] void Fatal(int source, const std::string& what) {
-    std::fprintf(stderr, "psbench-ps (MPI rank %d): from rank %d: %s; ending the MPI job\n",
-                 job_->rank(), source, what.c_str());
+    if (source == MPI_ANY_SOURCE) {
+      std::fprintf(stderr, "psbench-ps (MPI rank %d): %s; ending the MPI job\n", job_->rank(),
+                   what.c_str());
+    } else {
+      std::fprintf(stderr, "psbench-ps (MPI rank %d): from rank %d: %s; ending the MPI job\n",
+                   job_->rank(), source, what.c_str());
+    }
     job_->Abort(1);
   }
 
