@@ -80,17 +80,7 @@ Payload::Payload(std::span<const uint64_t> sizes, uint64_t seed)
     end += size;
     total_bytes_ += size;
   }
-  // Large arenas are aligned to 2 MiB and offered to transparent huge pages: faulting in a
-  // 1 GiB payload 4 KiB at a time otherwise costs more than filling it.
-  const size_t align = end >= kHugePage ? kHugePage : kPage;
-  arena_bytes_ = RoundUp(end, align);  // aligned_alloc wants a multiple of the alignment
-  if (arena_bytes_ > 0) {
-    arena_ = static_cast<std::byte*>(std::aligned_alloc(align, arena_bytes_));
-    if (arena_ == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    if (align == kHugePage) ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);  // a hint only
-#endif
-  }
+  arena_ = AllocateTensorMemory(end, &arena_bytes_);
   iov_.reserve(sizes.size());
   checksums_.reserve(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -111,5 +101,19 @@ Payload::Payload(std::span<const uint64_t> sizes, uint64_t seed)
 }
 
 Payload::~Payload() { std::free(arena_); }
+
+std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
+  // Large blocks are aligned to 2 MiB and offered to transparent huge pages: faulting in a
+  // 1 GiB payload 4 KiB at a time otherwise costs more than filling it.
+  const size_t align = bytes >= kHugePage ? kHugePage : kPage;
+  *allocated = RoundUp(bytes, align);  // aligned_alloc wants a multiple of the alignment
+  if (*allocated == 0) return nullptr;
+  auto* memory = static_cast<std::byte*>(std::aligned_alloc(align, *allocated));
+  if (memory == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (align == kHugePage) ::madvise(memory, *allocated, MADV_HUGEPAGE);  // a hint only
+#endif
+  return memory;
+}
 
 }  // namespace psbench

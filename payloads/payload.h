@@ -32,6 +32,12 @@ class ChecksumStream {
   std::unique_ptr<State> state_;
 };
 
+// Memory laid out as psbench lays out tensors: page-aligned, and from 2 MiB up aligned to
+// 2 MiB and offered to transparent huge pages. For payloads, and for the buffers a transport
+// receives them into (a copy between differently laid-out buffers runs markedly slower).
+// Sets *allocated to the size actually allocated; nullptr for 0 bytes; free with std::free.
+std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated);
+
 class Payload {
  public:
   // Allocates one arena holding every buffer (each 64-byte aligned, 4 KiB aligned from

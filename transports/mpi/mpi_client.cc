@@ -55,8 +55,7 @@ struct PendingOp {
   AckMeta decoded_ack;
   std::string ack;  // receive buffer for the acknowledgement
   int ack_bytes = 0;
-  std::unique_ptr<std::byte[]> echo;  // receive buffer for an echo, reused
-  uint64_t echo_capacity = 0;
+  AlignedBuffer echo;  // receive buffer for an echo, reused
   int echo_bytes = 0;
   bool expired = false;  // reported failed; its MPI requests may still be pending
 };
@@ -234,10 +233,7 @@ class MpiClient final : public Client {
     std::memcpy(o->header.data(), &h, sizeof h);
     if (o->ack.size() < o->reg->max_ack) o->ack.resize(o->reg->max_ack);
     const uint64_t total = o->reg->payload->total_bytes();
-    if (op == Op::kEcho && o->echo_capacity < total) {
-      o->echo.reset(new std::byte[total]);  // uninitialised: MPI fills it
-      o->echo_capacity = total;
-    }
+    if (op == Op::kEcho) o->echo.Reserve(total);
     ++p.in_flight;
     MPI_Comm comm = job_->comm();
     // Receives first, so that the replies find them posted.
@@ -247,7 +243,7 @@ class MpiClient final : public Client {
     });
     if (op == Op::kEcho) {
       Post(o, kEchoReceive, [&](MPI_Request* r) {
-        return MPI_Irecv(o->echo.get(), static_cast<int>(total), MPI_BYTE, p.rank, o->data_tag,
+        return MPI_Irecv(o->echo.data(), static_cast<int>(total), MPI_BYTE, p.rank, o->data_tag,
                          comm, r);
       });
     }
@@ -404,7 +400,7 @@ class MpiClient final : public Client {
     checksums_.clear();
     uint64_t offset = 0;
     for (uint64_t size : payload.sizes()) {
-      checksums_.push_back(Checksum(std::span<const std::byte>(o.echo.get() + offset, size)));
+      checksums_.push_back(Checksum(std::span<const std::byte>(o.echo.data() + offset, size)));
       offset += size;
     }
     return grpc_transport::CompareChecksums(payload.checksums(), checksums_, payload.sizes());

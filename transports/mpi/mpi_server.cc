@@ -27,17 +27,6 @@
 namespace psbench::mpi {
 namespace {
 
-// Payload bytes of one request, reused from request to request (no allocation per message).
-struct Buffer {
-  std::unique_ptr<std::byte[]> data;
-  uint64_t capacity = 0;
-  void Reserve(uint64_t n) {
-    if (n <= capacity) return;
-    data.reset(new std::byte[n]);  // uninitialised: MPI fills it
-    capacity = n;
-  }
-};
-
 struct PsRequest {
   int source = 0;
   int data_tag = 0;
@@ -47,7 +36,7 @@ struct PsRequest {
   uint64_t total = 0;
   PayloadMeta meta;
   absl::Status meta_status;
-  Buffer buffer;
+  AlignedBuffer buffer;  // the payload, reused from request to request
   std::vector<uint64_t> checksums;
   AckMeta ack;
   std::string ack_bytes;
@@ -236,7 +225,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
         r->validate, r->total, &r->meta);
     r->buffer.Reserve(r->total);
     Post(*r, [&](MPI_Request* req) {
-      return MPI_Irecv(r->buffer.data.get(), static_cast<int>(r->total), MPI_BYTE, r->source,
+      return MPI_Irecv(r->buffer.data(), static_cast<int>(r->total), MPI_BYTE, r->source,
                        r->data_tag, job_->comm(), req);
     });
     return true;
@@ -260,7 +249,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     } else {
       MPI_Get_count(&status, MPI_BYTE, &count);
     }
-    std::span<std::byte> data(r.buffer.data.get(), static_cast<size_t>(count));
+    std::span<std::byte> data(r.buffer.data(), static_cast<size_t>(count));
     // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
     bool damage = r.corrupt && !data.empty();
     if (damage && r.kind == kPush) data[data.size() / 2] ^= std::byte{0x5a};

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Summarizes bench/mpi/compare.sh: medians over rounds of the raw MPI floor, psbench over
+grpc+mpi and psbench over grpc, with the targets of issue 4 (from 64 KiB up: grpc+mpi latency
+within 1.3x of the MPI ping-pong, bandwidth at least 80 % of the MPI stream, both better than
+grpc). Prints a Markdown table; writes summary.json next to the inputs."""
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "mpi-compare-out")
+lat = defaultdict(lambda: defaultdict(list))  # lat[source][bytes] = [p50 us]
+bw = defaultdict(lambda: defaultdict(list))   # bw[source][bytes] = [MB/s]
+for path in out.glob("*.jsonl"):
+    source = path.stem
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        if source == "floor":
+            size = r["bytes"]
+            if r["test"] == "pingpong":
+                lat[source][size].append(r["latency_us"]["p50"])
+            else:
+                bw[source][size].append(r["mb_per_s"])
+        else:
+            size = r["payload_bytes"]
+            if r["benchmark"] == "latency":
+                lat[source][size].append(r["latency_us"]["p50"])
+            elif r["benchmark"] == "bandwidth":
+                bw[source][size].append(r["mb_per_s"])
+
+summary = []
+print("| bytes | MPI p50 us | grpc+mpi p50 us | ratio | grpc p50 us | MPI MB/s | grpc+mpi MB/s "
+      "| share | grpc MB/s | targets (from 64 KiB) |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+for size in sorted(lat["floor"]):
+    m = {k: statistics.median(v[size]) for k, v in lat.items() if v.get(size)}
+    b = {k: statistics.median(v[size]) for k, v in bw.items() if v.get(size)}
+    rounds = min(len(v[size]) for v in list(lat.values()) + list(bw.values()) if v.get(size))
+    ratio = m["grpc+mpi"] / m["floor"]
+    share = b["grpc+mpi"] / b["floor"]
+    verdict = "-"
+    if size >= 65536:
+        checks = [
+            ("lat<=1.3x", ratio <= 1.3),
+            ("bw>=80%", share >= 0.8),
+            ("lat<grpc", m["grpc+mpi"] < m["grpc"]),
+            ("bw>grpc", b["grpc+mpi"] > b["grpc"]),
+        ]
+        verdict = ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in checks)
+    print(f"| {size} | {m['floor']:.2f} | {m['grpc+mpi']:.2f} | {ratio:.2f}x | {m['grpc']:.2f} "
+          f"| {b['floor']:.0f} | {b['grpc+mpi']:.0f} | {share:.0%} | {b['grpc']:.0f} | {verdict} |")
+    summary.append({"bytes": size, "rounds": rounds, "p50_us": m, "mb_per_s": b,
+                    "latency_ratio": ratio, "bandwidth_share": share})
+(out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

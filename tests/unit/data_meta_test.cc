@@ -1,0 +1,86 @@
+// Payload metadata and acknowledgements as grpc+verbs and grpc+mpi carry them: what a PS
+// decodes from a worker it must not trust blindly.
+#include "transports/data_meta.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+namespace psbench {
+namespace {
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+TEST(DataMetaTest, PayloadMetaRoundTrip) {
+  std::vector<uint64_t> sizes = {10, 0, 4096}, checksums = {1, 2, 3};
+  PayloadMeta meta;
+  ASSERT_TRUE(DecodePayloadMeta(Bytes(EncodePayloadMeta(sizes, &checksums)), true, 4106, &meta).ok());
+  EXPECT_EQ(meta.sizes, sizes);
+  EXPECT_EQ(meta.checksums, checksums);
+  ASSERT_TRUE(DecodePayloadMeta(Bytes(EncodePayloadMeta(sizes, nullptr)), false, 4106, &meta).ok());
+  EXPECT_EQ(meta.sizes, sizes);
+  EXPECT_TRUE(meta.checksums.empty());
+}
+
+TEST(DataMetaTest, SizesMustAddUpToThePayload) {
+  PayloadMeta meta;
+  absl::Status s = DecodePayloadMeta(Bytes(EncodePayloadMeta({10, 20}, nullptr)), false, 31, &meta);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("add up to 30 bytes, the payload has 31"), std::string::npos) << s;
+  EXPECT_TRUE(meta.sizes.empty());
+}
+
+TEST(DataMetaTest, SizesThatWrapAroundAreRejected) {
+  // 2^64 - 1 + 11 wraps to 10: a sum check alone would pass it, and a reader would then
+  // index far past the payload.
+  const uint64_t huge = std::numeric_limits<uint64_t>::max();
+  PayloadMeta meta;
+  absl::Status s = DecodePayloadMeta(Bytes(EncodePayloadMeta({huge, 11}, nullptr)), false, 10, &meta);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_TRUE(meta.sizes.empty());
+}
+
+TEST(DataMetaTest, TruncatedOrPaddedMetadataIsMalformed) {
+  std::string good = EncodePayloadMeta({8, 8}, nullptr);
+  PayloadMeta meta;
+  for (const std::string& bad : {good.substr(0, good.size() - 1), good + "x", std::string("abc")}) {
+    EXPECT_EQ(DecodePayloadMeta(Bytes(bad), false, 16, &meta).code(), absl::StatusCode::kDataLoss);
+  }
+  // Checksums announced (validate) but absent.
+  EXPECT_EQ(DecodePayloadMeta(Bytes(good), true, 16, &meta).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(DataMetaTest, AckRoundTripReusesStorage) {
+  AckMeta ack{.bytes_received = 123, .ok = false, .checksums = {7, 8}, .error = "buffer 1 differs"};
+  std::string wire;
+  EncodeAckMeta(ack, &wire);
+  EXPECT_EQ(wire, EncodeAckMeta(ack));
+  AckMeta decoded;
+  decoded.error = "stale text from an earlier ack";
+  ASSERT_TRUE(DecodeAckMeta(Bytes(wire), &decoded).ok());
+  EXPECT_EQ(decoded.bytes_received, 123u);
+  EXPECT_FALSE(decoded.ok);
+  EXPECT_EQ(decoded.checksums, ack.checksums);
+  EXPECT_EQ(decoded.error, "buffer 1 differs");
+  EXPECT_EQ(DecodeAckMeta(Bytes(wire.substr(0, 10))).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(DataMetaTest, BufferChecksumsAcrossArbitraryPieces) {
+  std::vector<uint64_t> sizes = {5, 0, 7};
+  std::string data = "abcdefghijkl";
+  BufferChecksums sums;
+  sums.Reset(&sizes);
+  sums.Update(Bytes(data.substr(0, 3)));
+  sums.Update(Bytes(data.substr(3, 4)));
+  sums.Update(Bytes(data.substr(7)));
+  ASSERT_EQ(sums.checksums().size(), 3u);
+  EXPECT_EQ(sums.checksums()[0], Checksum(Bytes(data.substr(0, 5))));
+  EXPECT_EQ(sums.checksums()[1], Checksum({}));
+  EXPECT_EQ(sums.checksums()[2], Checksum(Bytes(data.substr(5))));
+}
+
+}  // namespace
+}  // namespace psbench
