@@ -136,6 +136,14 @@ int Main(int argc, char** argv) {
                        placement->worker_index, " of the ", scenario->transport, " job"),
           kExitUsage);
     }
+    if (scenario->benchmark != Benchmark::kThroughput && placement->num_workers > 1) {
+      Die(kProgram,
+          absl::StrCat("--benchmark=", BenchmarkName(scenario->benchmark),
+                       " is point to point, but this ", scenario->transport, " job has ",
+                       placement->num_workers, " worker ranks; launch one (or use "
+                       "--benchmark=throughput)"),
+          kExitUsage);
+    }
     scenario->num_workers = placement->num_workers;
     scenario->worker_index = placement->worker_index;
     if (scenario->ps.empty()) {

@@ -121,7 +121,8 @@ absl::StatusOr<std::vector<json>> CollectResults(const Scenario& s,
 // grpc+mpi: one mpirun starts every PS and worker as ranks of one job (MPMD, one app context
 // per process, so each worker gets its own scenario and result file): PS i is rank i, worker w
 // is rank num_ps + w. Workers find the PS through the job. mpirun's output goes to a log that
-// is shown when the run fails; mpirun itself names a rank that died, and we name its role.
+// is relayed after the run (less the PS's "listening on" lines); when a rank fails, mpirun
+// names its number and we name its role.
 std::string RankRange(int first, int count, const char* what) {
   return count == 1 ? absl::StrCat("rank ", first, ": ", what)
                     : absl::StrCat("ranks ", first, "-", first + count - 1, ": ", what);

@@ -180,6 +180,11 @@ TEST_F(MpiTest, WorkerCountMustMatchTheJob) {
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
   EXPECT_EQ(Find(r, "--num-workers=3 but the grpc+mpi job has 2 worker ranks"),
             "--num-workers=3 but the grpc+mpi job has 2 worker ranks");
+  RunResult p2p = RunCommand(MpmdArgv(1, {}, 2, {"--benchmark=latency", "--iterations=5"}),
+                             seconds(60));
+  EXPECT_EQ(p2p.exit_code, 2) << p2p.Describe();
+  EXPECT_EQ(Find(p2p, "is point to point, but this grpc+mpi job has 2 worker ranks"),
+            "is point to point, but this grpc+mpi job has 2 worker ranks");
 }
 
 TEST_F(MpiTest, PsOutsideTheJobIsRefused) {

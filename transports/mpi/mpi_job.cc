@@ -134,8 +134,8 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Join(Role role, const std::string& add
     if (absl::Now() > deadline) {
       // The request can never be completed or freed: end the job, naming why.
       fprintf(stderr,
-              "grpc+mpi: not every rank of the MPI job (%d ranks) started within the "
-              "connect timeout; ending the job\n",
+              "grpc+mpi: not every rank of the MPI job (%d ranks) joined within the "
+              "start-up deadline; ending the job\n",
               size);
       job->Abort(1);
     }
