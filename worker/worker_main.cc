@@ -106,6 +106,14 @@ int Main(int argc, char** argv) {
     }
   }
 
+  std::string json_path = absl::GetFlag(FLAGS_json);
+  // Fail before connecting and measuring, not after.
+  auto check_json_path = [&json_path] {
+    if (json_path.empty()) return;
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+  };
+  if (!job) check_json_path();
+
   // Payloads are declared before the client so they outlive it (the transport may
   // reference their memory until it is destroyed).
   std::vector<std::unique_ptr<Payload>> payloads;
@@ -156,14 +164,11 @@ int Main(int argc, char** argv) {
     }
   }
 
-  std::string json_path = absl::GetFlag(FLAGS_json);
   if (job) {
-    // Every worker of the job has this same command line: %w tells their files apart.
+    // Every worker of the job has this same command line: %w tells their files apart. Its
+    // index is known only now.
     absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &json_path);
-  }
-  if (!json_path.empty()) {
-    // Fail before measuring, not after.
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+    check_json_path();
   }
 
   std::vector<std::string> command(argv, argv + argc);
