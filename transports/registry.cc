@@ -23,65 +23,76 @@ absl::StatusOr<WireMode> ParseWireMode(absl::string_view text) {
       "--mode=", std::string(text), " is not a mode; use serialized or non-serialized"));
 }
 
-std::vector<std::string> TransportNames() {
-  std::vector<std::string> names = {"grpc"};
+namespace {
+
+// One row per transport built in: its name and how to make each side.
+struct TransportEntry {
+  const char* name;
+  absl::StatusOr<std::unique_ptr<Client>> (*make_client)(const ClientOptions&);
+  absl::StatusOr<std::unique_ptr<Server>> (*make_server)(const ServerOptions&);
+};
+
+const std::vector<TransportEntry>& Transports() {
+  static const auto* entries = new std::vector<TransportEntry>{
+      {"grpc", [](const ClientOptions& o) -> absl::StatusOr<std::unique_ptr<Client>> {
+         return grpc_transport::NewGrpcClient(o);
+       },
+       [](const ServerOptions& o) -> absl::StatusOr<std::unique_ptr<Server>> {
+         return grpc_transport::NewGrpcServer(o);
+       }},
 #ifdef PSBENCH_HAVE_VERBS
-  names.push_back("grpc+verbs");
+      {"grpc+verbs", [](const ClientOptions& o) -> absl::StatusOr<std::unique_ptr<Client>> {
+         return verbs::NewVerbsClient(o);
+       },
+       [](const ServerOptions& o) -> absl::StatusOr<std::unique_ptr<Server>> {
+         return verbs::NewVerbsServer(o);
+       }},
 #endif
 #ifdef PSBENCH_HAVE_MPI
-  names.push_back("grpc+mpi");
+      {"grpc+mpi", &mpi::NewMpiClient, &mpi::NewMpiServer},
 #endif
-  return names;
+  };
+  return *entries;
 }
 
-bool TransportLaunchesAsJob(absl::string_view transport) { return transport == "grpc+mpi"; }
+const TransportEntry* FindTransport(absl::string_view name) {
+  for (const TransportEntry& e : Transports()) {
+    if (name == e.name) return &e;
+  }
+  return nullptr;
+}
 
-static absl::Status UnknownTransport(absl::string_view name) {
+absl::Status UnknownTransport(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("--transport=", std::string(name),
                                                  " is not a transport; available: ",
                                                  absl::StrJoin(TransportNames(), ", ")));
 }
 
+}  // namespace
+
+std::vector<std::string> TransportNames() {
+  std::vector<std::string> names;
+  for (const TransportEntry& e : Transports()) names.push_back(e.name);
+  return names;
+}
+
+bool TransportLaunchesAsJob(absl::string_view transport) { return transport == "grpc+mpi"; }
+
+// Every transport's control plane is gRPC, whose own logging psbench keeps quiet.
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
                                                    const ClientOptions& options) {
-  if (transport == "grpc") {
-    grpc_transport::QuietGrpcLogging();
-    return grpc_transport::NewGrpcClient(options);
-  }
-#ifdef PSBENCH_HAVE_VERBS
-  if (transport == "grpc+verbs") {
-    grpc_transport::QuietGrpcLogging();
-    return verbs::NewVerbsClient(options);
-  }
-#endif
-#ifdef PSBENCH_HAVE_MPI
-  if (transport == "grpc+mpi") {
-    grpc_transport::QuietGrpcLogging();
-    return mpi::NewMpiClient(options);
-  }
-#endif
-  return UnknownTransport(transport);
+  const TransportEntry* e = FindTransport(transport);
+  if (e == nullptr) return UnknownTransport(transport);
+  grpc_transport::QuietGrpcLogging();
+  return e->make_client(options);
 }
 
 absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,
                                                    const ServerOptions& options) {
-  if (transport == "grpc") {
-    grpc_transport::QuietGrpcLogging();
-    return grpc_transport::NewGrpcServer(options);
-  }
-#ifdef PSBENCH_HAVE_VERBS
-  if (transport == "grpc+verbs") {
-    grpc_transport::QuietGrpcLogging();
-    return verbs::NewVerbsServer(options);
-  }
-#endif
-#ifdef PSBENCH_HAVE_MPI
-  if (transport == "grpc+mpi") {
-    grpc_transport::QuietGrpcLogging();
-    return mpi::NewMpiServer(options);
-  }
-#endif
-  return UnknownTransport(transport);
+  const TransportEntry* e = FindTransport(transport);
+  if (e == nullptr) return UnknownTransport(transport);
+  grpc_transport::QuietGrpcLogging();
+  return e->make_server(options);
 }
 
 }  // namespace psbench

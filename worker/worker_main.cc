@@ -162,9 +162,6 @@ int Main(int argc, char** argv) {
     if (absl::Status s = ValidateScenario(*scenario); !s.ok()) {
       Die(kProgram, absl::StrCat("in this ", scenario->transport, " job: ", s.message()), kExitUsage);
     }
-  }
-
-  if (job) {
     // Every worker of the job has this same command line: %w tells their files apart. Its
     // index is known only now.
     absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &json_path);

@@ -118,6 +118,24 @@ absl::StatusOr<std::vector<json>> CollectResults(const Scenario& s,
   return results;
 }
 
+// Worker w's scenario (`s` as worker w sees it) in the work directory, and the file it is to
+// write its results to.
+struct WorkerFiles {
+  fs::path scenario;
+  fs::path results;
+};
+absl::StatusOr<WorkerFiles> WriteWorkerScenario(Scenario& s, const Options& o, int run_number,
+                                                int w) {
+  s.worker_index = w;
+  WorkerFiles files{o.work_dir / absl::StrCat("scenario-", run_number, "-", w, ".json"),
+                    o.work_dir / absl::StrCat("results-", run_number, "-", w, ".jsonl")};
+  std::ofstream file(files.scenario);
+  file << ScenarioToJson(s).dump(2);
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", files.scenario.string()));
+  return files;
+}
+
 // grpc+mpi: one mpirun starts every PS and worker as ranks of one job (MPMD, one app context
 // per process, so each worker gets its own scenario and result file): PS i is rank i, worker w
 // is rank num_ps + w. Workers find the PS through the job. mpirun's output goes to a log that
@@ -210,21 +228,16 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
   s.run_id = absl::StrCat("run-", getpid(), "-", run_number);
   std::vector<fs::path> outputs;
   for (int w = 0; w < num_workers; ++w) {
-    s.worker_index = w;
-    fs::path scenario_file = o.work_dir / absl::StrCat("scenario-", run_number, "-", w, ".json");
-    fs::path output = o.work_dir / absl::StrCat("results-", run_number, "-", w, ".jsonl");
-    std::ofstream file(scenario_file);
-    file << ScenarioToJson(s).dump(2);
-    file.close();
-    if (!file) return absl::InternalError(absl::StrCat("cannot write ", scenario_file.string()));
+    auto files = WriteWorkerScenario(s, o, run_number, w);
+    if (!files.ok()) return files.status();
     for (const std::string& a :
          {std::string(":"), std::string("-np"), std::string("1"),
-          (o.bin_dir / "psbench-worker").string(), "--scenario=" + scenario_file.string(),
-          "--json=" + output.string(), std::string("--quiet")}) {
+          (o.bin_dir / "psbench-worker").string(), "--scenario=" + files->scenario.string(),
+          "--json=" + files->results.string(), std::string("--quiet")}) {
       argv.push_back(a);
     }
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
-    outputs.push_back(output);
+    outputs.push_back(files->results);
   }
   fs::path log = o.work_dir / absl::StrCat("mpirun-", run_number, ".log");
   auto job = ChildProcess::Start("mpirun", argv, /*capture_stdout=*/false, log.string());
@@ -306,15 +319,11 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   std::vector<ChildProcess> workers;
   std::vector<fs::path> outputs;
   for (int w = 0; w < num_workers; ++w) {
-    s.worker_index = w;
-    fs::path scenario_file = o.work_dir / absl::StrCat("scenario-", run_number, "-", w, ".json");
-    fs::path output = o.work_dir / absl::StrCat("results-", run_number, "-", w, ".jsonl");
-    std::ofstream file(scenario_file);
-    file << ScenarioToJson(s).dump(2);
-    file.close();
-    if (!file) return absl::InternalError(absl::StrCat("cannot write ", scenario_file.string()));
+    auto files = WriteWorkerScenario(s, o, run_number, w);
+    if (!files.ok()) return files.status();
+    const fs::path& output = files->results;
     std::vector<std::string> argv = {(o.bin_dir / "psbench-worker").string(),
-                                     "--scenario=" + scenario_file.string(),
+                                     "--scenario=" + files->scenario.string(),
                                      "--json=" + output.string(), "--quiet"};
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
     auto child = ChildProcess::Start(absl::StrCat("worker ", w), argv, /*capture_stdout=*/false);

@@ -23,12 +23,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool Alive(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
 // Waits for a worker started in the background; expects it to fail (exit 1) with one line on
 // stderr naming `ps_address`, within `limit` of `since`.
 void ExpectWorkerFailed(Process& worker, const std::string& ps_address, Clock::time_point since,

@@ -244,6 +244,12 @@ ClosedPort::~ClosedPort() {
   if (fd_ >= 0) close(fd_);
 }
 
+bool Alive(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
 std::vector<ProcInfo> ChildrenOf(pid_t parent) {
   std::vector<ProcInfo> out;
   DIR* proc = opendir("/proc");

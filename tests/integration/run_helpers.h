@@ -146,6 +146,8 @@ struct ProcInfo {
   std::string cmdline;  // arguments joined by spaces
 };
 std::vector<ProcInfo> ChildrenOf(pid_t parent);
+// Whether `pid` is a live process (not gone, not a zombie).
+bool Alive(pid_t pid);
 // Waits (at most `timeout`) until `parent` has a live child whose comm is `comm` and whose
 // command line holds `cmdline_has` (a child in the middle of exec can show its new comm
 // before its new command line).

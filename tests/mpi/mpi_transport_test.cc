@@ -250,14 +250,6 @@ void StartJob(RunningJob* job, const Argv& extra = {}) {
   ASSERT_TRUE(job->run->Running()) << job->run->Stderr();
 }
 
-bool Alive(pid_t pid) {
-  for (const ProcInfo& p : ChildrenOf(getpid())) {
-    if (p.pid == pid && p.state != 'Z') return true;
-  }
-  return kill(pid, 0) == 0 && std::filesystem::exists("/proc/" + std::to_string(pid)) &&
-         ReadFile("/proc/" + std::to_string(pid) + "/stat").find(") Z ") == std::string::npos;
-}
-
 void ExpectJobEnded(RunningJob& job, double limit_s, const std::string& names) {
   auto since = Clock::now();
   std::optional<int> status = job.run->Wait(seconds(60));

@@ -24,8 +24,6 @@
 namespace psbench::mpi {
 namespace {
 
-constexpr uint64_t kMaxMessageBytes = 0x7fffffff;  // MPI counts are int
-
 // What each MPI request of an op is.
 enum What { kAckReceive, kEchoReceive, kSend };
 
@@ -64,7 +62,6 @@ struct Peer {
   std::string address;
   int rank = -1;
   uint32_t next_request = 0;
-  size_t in_flight = 0;
   absl::Status failure;
 };
 
@@ -234,7 +231,6 @@ class MpiClient final : public Client {
     if (o->ack.size() < o->reg->max_ack) o->ack.resize(o->reg->max_ack);
     const uint64_t total = o->reg->payload->total_bytes();
     if (op == Op::kEcho) o->echo.Reserve(total);
-    ++p.in_flight;
     MPI_Comm comm = job_->comm();
     // Receives first, so that the replies find them posted.
     Post(o, kAckReceive, [&](MPI_Request* r) {
@@ -356,7 +352,6 @@ class MpiClient final : public Client {
   // All of an op's MPI requests are done: judge it and report it.
   void Finish(PendingOp& o) {
     Peer& p = peers_[o.server];
-    --p.in_flight;
     if (o.expired) {  // already reported; now its buffers are free again
       Recycle(o);
       return;

@@ -97,7 +97,6 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] { return stop_requested_ || finished_; });
     }
-    stop_.store(true);
     if (progress_.joinable()) progress_.join();
     if (control_) {
       control_->Shutdown();
@@ -106,6 +105,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   void Shutdown() override {
+    stop_.store(true);  // the progress thread's loop sees this without a lock
     std::lock_guard lock(mu_);
     stop_requested_ = true;
     cv_.notify_all();
@@ -320,8 +320,6 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     job_->Abort(1);
   }
-
-  static constexpr uint64_t kMaxMessageBytes = 0x7fffffff;  // MPI counts are int
 
   ServerOptions options_;
   std::unique_ptr<Server> control_;

@@ -45,6 +45,9 @@ struct RequestHeader {
 };
 static_assert(sizeof(RequestHeader) == 24);
 
+// A payload travels as one MPI message of MPI_BYTEs, whose count is an int.
+inline constexpr uint64_t kMaxMessageBytes = 0x7fffffff;
+
 // The largest acknowledgement error text a PS sends; longer ones are cut.
 inline constexpr size_t kMaxAckErrorBytes = 200;
 
