@@ -9,10 +9,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
@@ -31,8 +33,10 @@ absl::StatusOr<WireMode> ParseWireMode(absl::string_view text);
 
 // Operations a worker starts on a PS.
 enum class Op {
-  kEcho,  // the PS sends the payload back (latency)
-  kPush,  // the PS acknowledges the payload (bandwidth, throughput)
+  kEcho,      // the PS sends the payload back (latency)
+  kPush,      // the PS acknowledges the payload (bandwidth, throughput)
+  kExchange,  // the PS's ExchangeHandler answers with buffers of the same sizes (training:
+              // gradients go out, parameters come back); see Client::StartExchange
 };
 
 // Facts a PS reports about itself over the control plane.
@@ -105,6 +109,13 @@ class Client {
   // Starts `op` with registered payload `payload` on PS `server`. Never blocks on the network.
   virtual void Start(Op op, size_t server, int payload, uint64_t tag) = 0;
 
+  // Starts a kExchange on PS `server`: sends registered payload `request`; the PS's answer,
+  // buffers of the same sizes, is written into registered payload `reply`, which must have
+  // exactly the request's buffer sizes. `request` may change between exchanges (gradients):
+  // its bytes are read when the exchange starts, and with validate its checksums are
+  // computed then. `reply` must not be read until the exchange completes.
+  virtual void StartExchange(size_t server, int request, int reply, uint64_t tag) = 0;
+
   // Returns the next finished op, or DeadlineExceeded if none finished before `deadline`.
   virtual absl::StatusOr<Completion> Next(absl::Time deadline) = 0;
 
@@ -126,6 +137,22 @@ class Client {
                                absl::Time deadline) = 0;
 };
 
+// What a PS does with kExchange requests (the trainer's parameter store lives behind this).
+// A transport without a handler refuses kExchange with FAILED_PRECONDITION.
+class ExchangeHandler {
+ public:
+  virtual ~ExchangeHandler() = default;
+  // One kExchange request: `request[i]` and `reply[i]` have equal sizes and may be the same
+  // memory (read a request buffer before writing its reply). Both stay valid until `done`
+  // runs. Called on a transport thread and must not block: it calls `done` exactly once, at
+  // once or later from any thread (a synchronous step answers every worker when the last
+  // one's gradients are in). After a non-OK `done` the reply is not sent and the worker's op
+  // fails with that status, prefixed by the PS address.
+  virtual void OnExchange(std::span<const std::span<const std::byte>> request,
+                          std::span<const std::span<std::byte>> reply,
+                          absl::AnyInvocable<void(absl::Status) &&> done) = 0;
+};
+
 struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;      // 0 picks a free port
@@ -139,6 +166,8 @@ struct ServerOptions {
   // PS-side and the worker-side checks of --validate are exercised.
   int64_t corrupt_every = 0;
   RdmaOptions rdma;
+  // Answers kExchange; null refuses it. Must outlive the server.
+  ExchangeHandler* exchange_handler = nullptr;
 };
 
 // PS side.
