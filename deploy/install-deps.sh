@@ -17,6 +17,8 @@ packages=(
   qemu-system-x86 debootstrap zstd cpio kmod
   # MPI (Open MPI): the raw MPI floor, and grpc+mpi.
   libopenmpi-dev openmpi-bin
+  # The embedded trainer's CPU engine: oneDNN (its CMake config wants the OpenCL loader).
+  libdnnl-dev ocl-icd-opencl-dev
 )
 
 SUDO=""

@@ -1,0 +1,228 @@
+#include "worker/trainer/timing.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "fmt/format.h"
+#include "worker/trainer/init.h"
+
+namespace psbench::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+float* AllocateFloats(size_t bytes) {
+  bytes = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  std::fill_n(p, bytes / sizeof(float), 0.f);
+  return p;
+}
+
+nlohmann::json Stats(std::vector<double> seconds, int batch) {
+  std::sort(seconds.begin(), seconds.end());
+  const double mean = std::accumulate(seconds.begin(), seconds.end(), 0.0) / seconds.size();
+  const double median = seconds[seconds.size() / 2];
+  return {{"iterations", seconds.size()},
+          {"mean_s", mean},
+          {"median_s", median},
+          {"min_s", seconds.front()},
+          {"max_s", seconds.back()},
+          {"images_per_s", batch / mean}};
+}
+
+}  // namespace
+
+ParamStorage::ParamStorage(const std::vector<ParamInfo>& params) {
+  for (const ParamInfo& p : params) {
+    values_.push_back(AllocateFloats(p.bytes));
+    grads_.push_back(AllocateFloats(p.bytes));
+  }
+}
+
+ParamStorage::~ParamStorage() {
+  for (float* p : values_) std::free(p);
+  for (float* p : grads_) std::free(p);
+}
+
+PeakEstimate CpuPeakGflops(int threads) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor, flags;
+  double mhz = 0;
+  int family = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> kv = absl::StrSplit(line, absl::MaxSplits(':', 1));
+    if (kv.size() != 2) continue;
+    std::string key(absl::StripAsciiWhitespace(kv[0]));
+    std::string value(absl::StripAsciiWhitespace(kv[1]));
+    if (key == "vendor_id" && vendor.empty()) vendor = value;
+    if (key == "flags" && flags.empty()) flags = " " + value + " ";
+    if (key == "cpu MHz" && mhz == 0) (void)absl::SimpleAtod(value, &mhz);
+    if (key == "cpu family" && family == 0) (void)absl::SimpleAtoi(value, &family);
+  }
+  // FP32 FLOPs per cycle per core: two FMA pipes x lanes x 2. AMD's AVX-512 (Zen 4) runs on
+  // 256-bit pipes, so it peaks where AVX2 does.
+  int per_cycle = 8;
+  std::string isa = "SSE";
+  const bool amd = vendor == "AuthenticAMD";
+  const bool avx512 = absl::StrContains(flags, " avx512f ");
+  if (avx512 && (!amd || family >= 26)) {
+    per_cycle = 64;
+    isa = amd ? "AVX-512, 2 x 512-bit FMA (AMD Zen 5)" : "AVX-512, 2 FMA units";
+  } else if (absl::StrContains(flags, " fma ")) {
+    per_cycle = 32;
+    isa = avx512 ? "AVX-512 on 256-bit FMA pipes (AMD Zen 4)" : "AVX2, 2 FMA units";
+  }
+  PeakEstimate peak;
+  peak.gflops = threads * mhz * 1e-3 * per_cycle;
+  peak.basis = fmt::format("{} cores x {:.0f} MHz (nominal, /proc/cpuinfo) x {} FP32 FLOP/cycle ({})",
+                           threads, mhz, per_cycle, isa);
+  return peak;
+}
+
+absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
+  if (options.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
+  if (options.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
+  if (options.warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
+  absl::StatusOr<Model> model = BuildModel(options.model);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::unique_ptr<Network>> made =
+      MakeNetwork(options.engine, *model, options.batch, options.threads);
+  if (!made.ok()) return made.status();
+  Network& net = **made;
+  ParamStorage storage(net.params());
+  if (absl::Status s = net.Bind(storage.values(), storage.grads()); !s.ok()) return s;
+  net.InitParams(options.seed);
+
+  // One fixed synthetic batch, as tf_cnn_benchmarks' synthetic input: no data loading cost.
+  const Shape in = model->layers[0].out;
+  std::vector<float> images(size_t(options.batch) * in.elements());
+  std::vector<int> labels(options.batch);
+  SyntheticImages(in, model->num_classes, options.seed).Fill(0, options.batch, images, labels);
+  net.SetBatch(images, labels);
+
+  const size_t layers = model->layers.size();
+  auto no_ready = [](int) {};
+  for (int i = 0; i < options.warmup; ++i) {
+    net.Forward();
+    if (!options.forward_only) net.Backward(no_ready);
+  }
+  std::vector<LayerTime> forward_layers(layers), train_layers(layers);
+  std::vector<double> forward_s, train_s;
+  for (int i = 0; i < options.iterations; ++i) {
+    auto start = Clock::now();
+    net.Forward();
+    forward_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    for (size_t l = 0; l < layers; ++l) forward_layers[l].forward_s += net.layer_times()[l].forward_s;
+  }
+  double last_loss = 0;
+  if (!options.forward_only) {
+    for (int i = 0; i < options.iterations; ++i) {
+      auto start = Clock::now();
+      last_loss = net.Forward();
+      net.Backward(no_ready);
+      train_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      for (size_t l = 0; l < layers; ++l) {
+        train_layers[l].forward_s += net.layer_times()[l].forward_s;
+        train_layers[l].backward_s += net.layer_times()[l].backward_s;
+      }
+    }
+  }
+
+  const int threads = omp_get_max_threads();
+  PeakEstimate peak = CpuPeakGflops(threads);
+  std::string peak_basis = peak.basis;
+  if (options.peak_gflops > 0) {
+    peak.gflops = options.peak_gflops;
+    peak_basis = "given with --peak-gflops";
+  }
+  const double flops = model->forward_flops_per_image();
+  nlohmann::json result;
+  result["kind"] = "train_timing";
+  result["model"] = model->name;
+  result["engine"] = options.engine;
+  result["engine_description"] = net.description();
+  result["batch"] = options.batch;
+  result["threads"] = threads;
+  result["warmup_iterations"] = options.warmup;
+  result["seed"] = options.seed;
+  result["input"] = {in.c, in.h, in.w};
+  result["classes"] = model->num_classes;
+  result["parameters"] = model->parameter_count();
+  result["forward_gflop_per_image"] = flops * 1e-9;
+  // Backward computes the data and the weight gradients: twice the forward work.
+  result["train_gflop_per_image"] = 3 * flops * 1e-9;
+  result["peak_gflops"] = peak.gflops;
+  result["peak_basis"] = peak_basis;
+  auto pass = [&](const char* name, const std::vector<double>& seconds, double gflop_per_image) {
+    nlohmann::json stats = Stats(seconds, options.batch);
+    double gflops = stats["images_per_s"].get<double>() * gflop_per_image;
+    stats["gflops"] = gflops;
+    stats["fraction_of_peak"] = peak.gflops > 0 ? gflops / peak.gflops : 0.0;
+    result[name] = stats;
+  };
+  pass("forward", forward_s, flops * 1e-9);
+  if (!options.forward_only) {
+    pass("forward_backward", train_s, 3 * flops * 1e-9);
+    result["loss"] = last_loss;
+  }
+  nlohmann::json table = nlohmann::json::array();
+  const std::vector<LayerTime>& per_layer = options.forward_only ? forward_layers : train_layers;
+  for (size_t l = 1; l < layers; ++l) {
+    const Layer& layer = model->layers[l];
+    table.push_back({{"layer", layer.name},
+                     {"kind", LayerKindName(layer.kind)},
+                     {"output", {layer.out.c, layer.out.h, layer.out.w}},
+                     {"forward_ms", 1e3 * per_layer[l].forward_s / options.iterations},
+                     {"backward_ms", 1e3 * per_layer[l].backward_s / options.iterations},
+                     {"gflop_per_image", layer.forward_flops * 1e-9}});
+  }
+  result["layers"] = table;
+  return result;
+}
+
+std::string FormatTiming(const nlohmann::json& r) {
+  std::string out = fmt::format(
+      "{} batch {} on {}: {:.2f} M parameters, {:.2f} GFLOP forward per image\n",
+      r["model"].get<std::string>(), r["batch"].get<int>(),
+      r["engine_description"].get<std::string>(), r["parameters"].get<int64_t>() * 1e-6,
+      r["forward_gflop_per_image"].get<double>());
+  auto line = [&](const char* label, const nlohmann::json& p) {
+    out += fmt::format("  {:<17} {:9.2f} images/s  {:8.1f} ms/iter (median {:.1f}, min {:.1f}, max {:.1f})  {:7.1f} GFLOP/s = {:4.1f}% of peak\n",
+                       label, p["images_per_s"].get<double>(), 1e3 * p["mean_s"].get<double>(),
+                       1e3 * p["median_s"].get<double>(), 1e3 * p["min_s"].get<double>(),
+                       1e3 * p["max_s"].get<double>(), p["gflops"].get<double>(),
+                       100 * p["fraction_of_peak"].get<double>());
+  };
+  line("forward", r["forward"]);
+  if (r.contains("forward_backward")) line("forward+backward", r["forward_backward"]);
+  out += fmt::format("  peak {:.0f} GFLOP/s: {}\n", r["peak_gflops"].get<double>(),
+                     r["peak_basis"].get<std::string>());
+  out += fmt::format("\n  {:<28} {:<12} {:>16} {:>12} {:>12} {:>9}\n", "layer", "kind", "output",
+                     "forward ms", "backward ms", "GFLOP/img");
+  double total_f = 0, total_b = 0;
+  for (const auto& l : r["layers"]) {
+    const auto& o = l["output"];
+    total_f += l["forward_ms"].get<double>();
+    total_b += l["backward_ms"].get<double>();
+    out += fmt::format("  {:<28} {:<12} {:>16} {:12.2f} {:12.2f} {:9.3f}\n",
+                       l["layer"].get<std::string>(), l["kind"].get<std::string>(),
+                       fmt::format("{}x{}x{}", o[0].get<int>(), o[1].get<int>(), o[2].get<int>()),
+                       l["forward_ms"].get<double>(), l["backward_ms"].get<double>(),
+                       l["gflop_per_image"].get<double>());
+  }
+  out += fmt::format("  {:<28} {:<12} {:>16} {:12.2f} {:12.2f}\n", "total", "", "", total_f, total_b);
+  return out;
+}
+
+}  // namespace psbench::trainer

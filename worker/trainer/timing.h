@@ -1,0 +1,59 @@
+// Standalone timing of one model on one engine, like Caffe's `time` and tf_cnn_benchmarks:
+// images/s for forward and for forward+backward after warm-up, and where the time goes,
+// layer by layer.
+#ifndef PSBENCH_WORKER_TRAINER_TIMING_H_
+#define PSBENCH_WORKER_TRAINER_TIMING_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "worker/trainer/network.h"
+
+namespace psbench::trainer {
+
+// Parameter values and gradients in plain host memory, as Network::Bind wants them.
+class ParamStorage {
+ public:
+  explicit ParamStorage(const std::vector<ParamInfo>& params);
+  ~ParamStorage();
+  ParamStorage(const ParamStorage&) = delete;
+  ParamStorage& operator=(const ParamStorage&) = delete;
+  const std::vector<float*>& values() const { return values_; }
+  const std::vector<float*>& grads() const { return grads_; }
+
+ private:
+  std::vector<float*> values_, grads_;
+};
+
+struct TimingOptions {
+  std::string model;
+  std::string engine = "cpu";
+  int batch = 16;
+  int threads = 0;      // 0: the engine's default (all cores)
+  int warmup = 2;       // iterations before measuring
+  int iterations = 10;  // measured iterations of each pass
+  bool forward_only = false;
+  uint64_t seed = 1;
+  double peak_gflops = 0;  // 0: estimate from the CPU (see CpuPeakGflops)
+};
+
+// Peak FP32 GFLOP/s of `threads` cores of this CPU: cores x clock x FLOPs per cycle from its
+// vector units (AVX-512/AVX2 FMA), with how it was estimated.
+struct PeakEstimate {
+  double gflops = 0;
+  std::string basis;
+};
+PeakEstimate CpuPeakGflops(int threads);
+
+// Runs the timing; the JSON holds the options, the engine, model facts (parameters, FLOPs),
+// images/s per pass with per-iteration statistics, the share of peak, and per-layer times.
+absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options);
+
+// The human-readable report of a RunTiming result (summary and per-layer table).
+std::string FormatTiming(const nlohmann::json& result);
+
+}  // namespace psbench::trainer
+
+#endif  // PSBENCH_WORKER_TRAINER_TIMING_H_
