@@ -57,6 +57,12 @@ class Payload {
   }
   uint64_t checksum(size_t i) const { return checksums_[i]; }
   const std::vector<uint64_t>& checksums() const { return checksums_; }
+  // Checksums of the buffers as they are now, into *out: checksums() are of the bytes at
+  // construction, and a payload rewritten in place (gradients, each step) needs fresh ones.
+  void ComputeChecksums(std::vector<uint64_t>* out) const {
+    out->clear();
+    for (size_t i = 0; i < iov_.size(); ++i) out->push_back(Checksum(buffer(i)));
+  }
   const std::vector<uint64_t>& sizes() const { return sizes_; }
   uint64_t total_bytes() const { return total_bytes_; }
   // The whole arena (for transports that register memory once, e.g. RDMA).

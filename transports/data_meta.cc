@@ -1,6 +1,7 @@
 #include "transports/data_meta.h"
 
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 
@@ -98,6 +99,44 @@ absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack) {
   std::memcpy(ack->checksums.data(), bytes.data(), 8ull * n);
   bytes = bytes.subspan(8ull * n);
   ack->error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return absl::OkStatus();
+}
+
+// uint32 code, uint32 buffers, uint32 flags (1: checksums follow the sizes), uint32 error
+// bytes, uint64 sizes[buffers], uint64 checksums[buffers] (flag 1), the error text.
+void EncodeExchangeReplyMeta(const ExchangeReplyMeta& reply, std::string* out) {
+  out->clear();
+  const bool sums = !reply.checksums.empty();
+  std::string_view error(reply.error);
+  error = error.substr(0, kMaxExchangeErrorBytes);
+  uint32_t code = static_cast<uint32_t>(reply.code), n = static_cast<uint32_t>(reply.sizes.size()),
+           flags = sums ? 1 : 0, error_bytes = static_cast<uint32_t>(error.size());
+  Put(out, &code, 4);
+  Put(out, &n, 4);
+  Put(out, &flags, 4);
+  Put(out, &error_bytes, 4);
+  Put(out, reply.sizes.data(), 8ull * n);
+  if (sums) Put(out, reply.checksums.data(), 8ull * n);
+  out->append(error);
+}
+
+absl::Status DecodeExchangeReplyMeta(std::span<const std::byte> bytes, ExchangeReplyMeta* reply) {
+  uint32_t code = 0, n = 0, flags = 0, error_bytes = 0;
+  if (!Get(&bytes, &code) || !Get(&bytes, &n) || !Get(&bytes, &flags) ||
+      !Get(&bytes, &error_bytes) || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated) ||
+      flags > 1 || bytes.size() != (flags ? 16ull : 8ull) * n + error_bytes) {
+    return absl::DataLossError("malformed exchange reply");
+  }
+  reply->code = static_cast<absl::StatusCode>(code);
+  reply->sizes.resize(n);
+  std::memcpy(reply->sizes.data(), bytes.data(), 8ull * n);
+  bytes = bytes.subspan(8ull * n);
+  reply->checksums.resize(flags ? n : 0);
+  if (flags) {
+    std::memcpy(reply->checksums.data(), bytes.data(), 8ull * n);
+    bytes = bytes.subspan(8ull * n);
+  }
+  reply->error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return absl::OkStatus();
 }
 

@@ -37,6 +37,24 @@ absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes);
 // The same into *ack, reusing its storage.
 absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack);
 
+// The PS's answer to a kExchange: its verdict, and when OK the reply's buffer sizes (the
+// worker checks them against the request's) and, under --validate, the PS's checksum of each
+// reply buffer, taken after its handler wrote them.
+struct ExchangeReplyMeta {
+  absl::StatusCode code = absl::StatusCode::kOk;
+  std::vector<uint64_t> sizes;
+  std::vector<uint64_t> checksums;  // empty without validation
+  std::string error;                // code != kOk
+};
+// The largest error text an exchange reply carries; longer ones are cut.
+inline constexpr size_t kMaxExchangeErrorBytes = 200;
+// Encoded size bound for `buffers` buffers, for receivers sizing their buffer.
+inline uint64_t MaxExchangeReplyMetaBytes(uint64_t buffers) {
+  return 16 + 16 * buffers + kMaxExchangeErrorBytes;
+}
+void EncodeExchangeReplyMeta(const ExchangeReplyMeta& reply, std::string* out);
+absl::Status DecodeExchangeReplyMeta(std::span<const std::byte> bytes, ExchangeReplyMeta* reply);
+
 // Feeds a payload's bytes in order, in pieces of any size; yields one checksum per buffer.
 class BufferChecksums {
  public:

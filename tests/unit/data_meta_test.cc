@@ -68,6 +68,44 @@ TEST(DataMetaTest, AckRoundTripReusesStorage) {
   EXPECT_EQ(DecodeAckMeta(Bytes(wire.substr(0, 10))).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(DataMetaTest, ExchangeReplyMetaRoundTrip) {
+  ExchangeReplyMeta ok{absl::StatusCode::kOk, {16, 0, 4096}, {7, 8, 9}, ""};
+  std::string wire;
+  EncodeExchangeReplyMeta(ok, &wire);
+  EXPECT_LE(wire.size(), MaxExchangeReplyMetaBytes(3));
+  ExchangeReplyMeta decoded;
+  ASSERT_TRUE(DecodeExchangeReplyMeta(Bytes(wire), &decoded).ok());
+  EXPECT_EQ(decoded.code, absl::StatusCode::kOk);
+  EXPECT_EQ(decoded.sizes, ok.sizes);
+  EXPECT_EQ(decoded.checksums, ok.checksums);
+
+  // An error carries its code and text, cut to the bound receivers size their buffers for.
+  ExchangeReplyMeta failed{absl::StatusCode::kFailedPrecondition, {}, {}, std::string(500, 'x')};
+  EncodeExchangeReplyMeta(failed, &wire);
+  EXPECT_LE(wire.size(), MaxExchangeReplyMetaBytes(0));
+  ASSERT_TRUE(DecodeExchangeReplyMeta(Bytes(wire), &decoded).ok());
+  EXPECT_EQ(decoded.code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(decoded.error, std::string(kMaxExchangeErrorBytes, 'x'));
+  EXPECT_TRUE(decoded.sizes.empty() && decoded.checksums.empty());
+}
+
+TEST(DataMetaTest, MalformedExchangeReplyMetaIsDataLoss) {
+  ExchangeReplyMeta ok{absl::StatusCode::kOk, {16, 32}, {}, ""};
+  std::string wire;
+  EncodeExchangeReplyMeta(ok, &wire);
+  ExchangeReplyMeta decoded;
+  EXPECT_EQ(DecodeExchangeReplyMeta(Bytes(wire.substr(0, wire.size() - 1)), &decoded).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeExchangeReplyMeta(Bytes(wire + "x"), &decoded).code(),
+            absl::StatusCode::kDataLoss);  // the error text's length is stated
+  std::string bad_code = wire;
+  bad_code[0] = 99;  // not a status code
+  EXPECT_EQ(DecodeExchangeReplyMeta(Bytes(bad_code), &decoded).code(), absl::StatusCode::kDataLoss);
+  std::string huge = wire;
+  std::memset(huge.data() + 4, 0xff, 4);  // 2^32 - 1 buffers in a few bytes
+  EXPECT_EQ(DecodeExchangeReplyMeta(Bytes(huge), &decoded).code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(DataMetaTest, BufferChecksumsAcrossArbitraryPieces) {
   std::vector<uint64_t> sizes = {5, 0, 7};
   std::string data = "abcdefghijkl";

@@ -7,13 +7,16 @@
 #include <grpcpp/security/credentials.h>
 
 #include <cstdlib>
-#include "absl/container/flat_hash_set.h"
+#include <cstring>
+#include <deque>
 #include <random>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "payloads/size.h"
 #include "psbench.grpc.pb.h"
+#include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 
@@ -65,18 +68,29 @@ struct Registered {
   std::vector<grpc::Slice> slices;  // non-serialized: header, then every buffer
 };
 
+// An exchange's failure as the PS (or gRPC) reported it: its own code, the PS named.
+absl::Status ExchangeStatus(const grpc::Status& s, const std::string& server) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat("PS ", server, ": ", s.error_message()));
+}
+
 // One RPC in flight. Allocated per call because gRPC contexts cannot be reused.
 struct Call {
   uint64_t tag;
   Op op;
   size_t server;
   const Registered* reg;
+  const Registered* reply_reg = nullptr;  // kExchange: where the answer goes
+  // kExchange: checksums of the request as it was sent (its bytes change between steps),
+  // and its header (non-serialized) carrying them.
+  std::vector<uint64_t> sent_checksums;
+  std::string header;
   grpc::ClientContext context;
   grpc::Status status;
   // Non-serialized.
   grpc::ByteBuffer response;
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> raw_reader;
-  // Serialized.
+  // Serialized (echo_* serve kExchange too).
   wire::PayloadMessage echo_reply;
   wire::AckMessage ack_reply;
   std::unique_ptr<grpc::ClientAsyncResponseReader<wire::PayloadMessage>> echo_reader;
@@ -160,6 +174,11 @@ class GrpcClient final : public Client {
   void Unregister(int payload) override { registered_[payload].reset(); }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    if (op == Op::kExchange) {
+      ready_.push_back({tag, absl::InvalidArgumentError(
+                                 "kExchange needs a reply payload: use StartExchange")});
+      return;
+    }
     auto* call = new Call;
     call->tag = tag;
     call->op = op;
@@ -198,7 +217,60 @@ class GrpcClient final : public Client {
     }
   }
 
+  void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
+    const Registered* req = Lookup(request);
+    const Registered* rep = Lookup(reply);
+    absl::Status s = server < servers_.size()
+                         ? CheckExchangePayloads(req ? req->payload : nullptr,
+                                                 rep ? rep->payload : nullptr)
+                         : absl::InvalidArgumentError(
+                               absl::StrCat("StartExchange: no PS ", server, " (",
+                                            servers_.size(), " PS)"));
+    if (!s.ok()) {
+      ready_.push_back({tag, std::move(s)});
+      return;
+    }
+    auto* call = new Call;
+    call->tag = tag;
+    call->op = Op::kExchange;
+    call->server = server;
+    call->reg = req;
+    call->reply_reg = rep;
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    in_flight_.insert(call);
+    Server& ps = servers_[server];
+    const Payload& p = *req->payload;
+    if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
+    if (options_.mode == WireMode::kNonSerialized) {
+      // The registered slices, behind a header of this exchange's own.
+      call->header = EncodePayloadHeader(p.sizes(),
+                                         options_.validate ? &call->sent_checksums : nullptr);
+      std::vector<grpc::Slice> slices = req->slices;
+      slices[0] = grpc::Slice(call->header.data(), call->header.size(), grpc::Slice::STATIC_SLICE);
+      grpc::ByteBuffer message(slices.data(), slices.size());
+      call->raw_reader =
+          ps.raw->PrepareUnaryCall(&call->context, kRawExchangeMethod, message, &cq_);
+      call->raw_reader->StartCall();
+      call->raw_reader->Finish(&call->response, &call->status, call);
+      return;
+    }
+    wire::PayloadMessage message;
+    for (size_t i = 0; i < p.num_buffers(); ++i) {
+      auto b = p.buffer(i);
+      message.add_buffers(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+    for (uint64_t c : call->sent_checksums) message.add_checksums(c);
+    call->echo_reader = ps.data->PrepareAsyncExchange(&call->context, message, &cq_);
+    call->echo_reader->StartCall();
+    call->echo_reader->Finish(&call->echo_reply, &call->status, call);
+  }
+
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
+    if (!ready_.empty()) {
+      Completion c = std::move(ready_.front());
+      ready_.pop_front();
+      return c;
+    }
     void* tag;
     bool ok;
     grpc::CompletionQueue::NextStatus status;
@@ -286,9 +358,59 @@ class GrpcClient final : public Client {
   }
 
  private:
+  const Registered* Lookup(int payload) const {
+    return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
+               ? registered_[payload].get()
+               : nullptr;
+  }
+
+  // Copies an exchange's answer into the reply payload and checks it: the request's buffer
+  // sizes, and with --validate, the PS's checksums of what its handler wrote.
+  absl::Status CheckExchange(Call& call) {
+    const Payload& request = *call.reg->payload;
+    const Payload& reply = *call.reply_reg->payload;
+    std::vector<uint64_t> ps_checksums;
+    if (options_.mode == WireMode::kNonSerialized) {
+      SliceReader reader(call.response);
+      auto header = ReadPayloadHeader(reader);
+      if (!header.ok()) return header.status();
+      if (absl::Status s = CheckReplySizes(header->sizes, request.sizes()); !s.ok()) return s;
+      if (absl::Status s = ReadBuffers(reader, *header, nullptr); !s.ok()) return s;
+      std::vector<std::span<std::byte>> out = ReplyBuffers(reply);
+      ScatterWriter writer;
+      writer.Reset(out);
+      reader.Consume(reader.remaining(),
+                     [&writer](const std::byte* p, size_t n) { writer.Write({p, n}); });
+      ps_checksums = std::move(header->checksums);
+    } else {
+      const wire::PayloadMessage& m = call.echo_reply;
+      std::vector<uint64_t> sizes;
+      for (const std::string& b : m.buffers()) sizes.push_back(b.size());
+      if (absl::Status s = CheckReplySizes(sizes, request.sizes()); !s.ok()) return s;
+      std::vector<std::span<std::byte>> out = ReplyBuffers(reply);
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (!out[i].empty()) std::memcpy(out[i].data(), m.buffers(static_cast<int>(i)).data(), out[i].size());
+      }
+      ps_checksums.assign(m.checksums().begin(), m.checksums().end());
+    }
+    if (!options_.validate) return absl::OkStatus();
+    if (ps_checksums.size() != request.num_buffers()) {
+      return absl::DataLossError("the PS sent no checksums of its exchange reply");
+    }
+    std::vector<uint64_t> got;
+    reply.ComputeChecksums(&got);
+    return CompareChecksums(ps_checksums, got, reply.sizes());
+  }
+
   // Checks that everything sent arrived whole, and with --validate, byte for byte.
   absl::Status Check(Call& call) {
     const std::string& address = servers_[call.server].address;
+    if (call.op == Op::kExchange) {
+      if (!call.status.ok()) return ExchangeStatus(call.status, address);
+      absl::Status s = CheckExchange(call);
+      if (!s.ok()) return absl::DataLossError(absl::StrCat("PS ", address, ": ", s.message()));
+      return s;
+    }
     if (!call.status.ok()) return FromGrpc(call.status, address);
     const Payload& p = *call.reg->payload;
     absl::Status s;
@@ -353,6 +475,7 @@ class GrpcClient final : public Client {
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
   absl::flat_hash_set<Call*> in_flight_;
+  std::deque<Completion> ready_;  // ops that failed before reaching the network
   // Identifies this process at barriers (a restarted worker gets a new one).
   const uint64_t nonce_ = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 };

@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "payloads/payload.h"
 #include "psbench.grpc.pb.h"
+#include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 
@@ -42,6 +43,18 @@ struct Counters {
     return corrupt_every > 0 && (received.fetch_add(1) + 1) % corrupt_every == 0;
   }
 };
+
+// What serves kExchange: the handler (through the hub, which the server closes when it
+// stops) and pooled memory for requests that arrive fragmented and for replies.
+struct Exchanges {
+  std::shared_ptr<ExchangeHub> hub;
+  std::shared_ptr<BlockPool> pool;
+};
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  // gRPC's codes are absl's, number for number.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
 
 // Copies a raw message and flips one byte in the middle of its payload (fault injection).
 grpc::ByteBuffer CorruptedCopy(const grpc::ByteBuffer& message, size_t header_bytes) {
@@ -76,8 +89,9 @@ class CallData {
 class RawCall final : public CallData {
  public:
   RawCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq,
-          Counters* counters)
-      : service_(service), cq_(cq), counters_(counters), stream_(&context_) {
+          Counters* counters, Exchanges* exchanges)
+      : service_(service), cq_(cq), counters_(counters), exchanges_(exchanges),
+        stream_(&context_) {
     service_->RequestCall(&context_, &stream_, cq_, cq_, this);
   }
 
@@ -88,7 +102,7 @@ class RawCall final : public CallData {
           delete this;
           return;
         }
-        new RawCall(service_, cq_, counters_);
+        new RawCall(service_, cq_, counters_, exchanges_);
         state_ = kReading;
         stream_.Read(&request_, this);
         return;
@@ -109,6 +123,10 @@ class RawCall final : public CallData {
   void Respond() {
     state_ = kFinishing;
     const std::string& method = context_.method();
+    if (method == kRawExchangeMethod) {
+      RespondExchange();
+      return;
+    }
     bool echo = method == kRawEchoMethod;
     if (!echo && method != kRawPushMethod) {
       stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method " + method),
@@ -146,6 +164,94 @@ class RawCall final : public CallData {
     }
   }
 
+  // The handler sees each request buffer as one span: the bytes of the slice it arrived in
+  // when it lies in one, else a copy in pooled memory, which the reply then overwrites in
+  // place. Other reply buffers get pooled memory of their own; gRPC sends the reply from
+  // there (no copy), holding the block until it is done with it.
+  void RespondExchange() {
+    if (exchanges_->hub->handler() == nullptr) {
+      stream_.Finish(ToGrpc(NoExchangeHandlerError()), this);
+      return;
+    }
+    // Injected faults hit an exchange before the PS checks it, as a push.
+    if (counters_->ShouldCorrupt()) request_ = CorruptedCopy(request_, HeaderBytes(request_));
+    auto buffers = std::make_shared<ExchangeBuffers>();
+    auto request = std::make_shared<grpc::ByteBuffer>();
+    request->Swap(&request_);
+    buffers->keep = request;  // the handler's spans may point into its slices
+    SliceReader reader(*request);
+    auto header = ReadPayloadHeader(reader);
+    absl::Status status = header.status();
+    const uint64_t bytes = status.ok() ? header->payload_bytes() : 0;
+    if (status.ok()) status = ReadBuffers(reader, *header, nullptr);  // sizes only
+    if (status.ok()) status = Gather(reader, std::move(header->sizes), buffers.get());
+    if (status.ok() && (header->flags & kFlagValidate)) {
+      buffers->validate = true;
+      status = VerifyRequest(*buffers, header->checksums);
+    }
+    if (!status.ok()) {
+      stream_.Finish(ToGrpc(absl::Status(status.code(), absl::StrCat("PS: ", status.message()))),
+                     this);
+      return;
+    }
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    // The answer may come from another thread. This call stays alive until its Finish
+    // completes, and nothing else finishes it: `this` is safe to use until then.
+    auto deliver = [this, buffers](const absl::Status& s, bool) {
+      if (!s.ok()) {
+        stream_.Finish(ToGrpc(s), this);
+        return;
+      }
+      std::vector<grpc::Slice> slices;
+      slices.emplace_back(EncodePayloadHeader(
+          buffers->sizes, buffers->validate ? &buffers->reply_checksums : nullptr));
+      for (const auto& b : buffers->reply) {
+        if (b.empty()) continue;
+        slices.emplace_back(b.data(), b.size(), &DropBlock,
+                            new std::shared_ptr<BlockPool::Block>(buffers->block));
+      }
+      response_ = grpc::ByteBuffer(slices.data(), slices.size());
+      stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+    };
+    // From here on the call may finish (and be deleted) on another thread: no member access.
+    if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
+      stream_.Finish(ToGrpc(ExchangeCancelledError()), this);
+    }
+  }
+
+  static void DropBlock(void* block) {
+    delete static_cast<std::shared_ptr<BlockPool::Block>*>(block);
+  }
+
+  // Request spans into the slices where a buffer lies in one, else into the pooled block that
+  // holds the replies.
+  absl::Status Gather(SliceReader& reader, std::vector<uint64_t> sizes, ExchangeBuffers* buffers) {
+    buffers->sizes = std::move(sizes);
+    std::vector<uint64_t> offsets;
+    auto block = exchanges_->pool->Take(LayOutBuffers(buffers->sizes, &offsets));
+    if (!block.ok()) return block.status();
+    buffers->block = std::move(*block);
+    buffers->PlaceReply(offsets);
+    std::vector<std::span<const std::byte>> pieces;
+    for (size_t i = 0; i < buffers->sizes.size(); ++i) {
+      pieces.clear();
+      reader.Consume(buffers->sizes[i],
+                     [&pieces](const std::byte* p, size_t n) { pieces.emplace_back(p, n); });
+      if (pieces.size() <= 1) {
+        buffers->request.push_back(pieces.empty() ? std::span<const std::byte>() : pieces[0]);
+        continue;
+      }
+      std::byte* out = buffers->reply[i].data();
+      for (const auto& piece : pieces) {
+        std::memcpy(out, piece.data(), piece.size());
+        out += piece.size();
+      }
+      buffers->request.push_back(buffers->reply[i]);
+    }
+    return absl::OkStatus();
+  }
+
   static size_t HeaderBytes(const grpc::ByteBuffer& message) {
     SliceReader reader(message);
     auto header = ReadPayloadHeader(reader);
@@ -156,6 +262,7 @@ class RawCall final : public CallData {
   grpc::AsyncGenericService* service_;
   grpc::ServerCompletionQueue* cq_;
   Counters* counters_;
+  Exchanges* exchanges_;
   grpc::GenericServerContext context_;
   grpc::GenericServerAsyncReaderWriter stream_;
   grpc::ByteBuffer request_;
@@ -237,6 +344,73 @@ using SerializedEchoCall =
     SerializedCall<wire::PayloadMessage, &wire::PsData::AsyncService::RequestEcho>;
 using SerializedPushCall =
     SerializedCall<wire::AckMessage, &wire::PsData::AsyncService::RequestPush>;
+
+// Serialized Exchange. The handler's reply overwrites the request message's own strings
+// (each buffer already contiguous there), and that message goes back.
+class SerializedExchangeCall final : public CallData {
+ public:
+  SerializedExchangeCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
+                         Counters* counters, Exchanges* exchanges)
+      : service_(service), cq_(cq), counters_(counters), exchanges_(exchanges),
+        request_(std::make_shared<wire::PayloadMessage>()), responder_(&context_) {
+    service_->RequestExchange(&context_, request_.get(), &responder_, cq_, cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new SerializedExchangeCall(service_, cq_, counters_, exchanges_);
+    done_ = true;
+    if (exchanges_->hub->handler() == nullptr) {
+      responder_.FinishWithError(ToGrpc(NoExchangeHandlerError()), this);
+      return;
+    }
+    wire::PayloadMessage& m = *request_;
+    if (counters_->ShouldCorrupt()) CorruptMessage(&m);
+    std::vector<uint64_t> computed;
+    uint64_t bytes;
+    if (absl::Status s = VerifyMessage(m, &computed, &bytes); !s.ok()) {
+      responder_.FinishWithError(
+          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
+      return;
+    }
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    auto buffers = std::make_shared<ExchangeBuffers>();
+    buffers->keep = request_;
+    buffers->validate = m.checksums_size() > 0;
+    for (std::string& b : *m.mutable_buffers()) {
+      buffers->sizes.push_back(b.size());
+      buffers->request.emplace_back(reinterpret_cast<const std::byte*>(b.data()), b.size());
+      buffers->reply.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+    }
+    // See RawCall::RespondExchange: `this` lives until its Finish completes.
+    auto deliver = [this, buffers](const absl::Status& s, bool) {
+      if (!s.ok()) {
+        responder_.FinishWithError(ToGrpc(s), this);
+        return;
+      }
+      request_->clear_checksums();
+      for (uint64_t c : buffers->reply_checksums) request_->add_checksums(c);
+      responder_.Finish(*request_, grpc::Status::OK, this);
+    };
+    if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
+      responder_.FinishWithError(ToGrpc(ExchangeCancelledError()), this);
+    }
+  }
+
+ private:
+  wire::PsData::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Counters* counters_;
+  Exchanges* exchanges_;
+  grpc::ServerContext context_;
+  std::shared_ptr<wire::PayloadMessage> request_;  // shared with the handler's `done`
+  grpc::ServerAsyncResponseWriter<wire::PayloadMessage> responder_;
+  bool done_ = false;
+};
 
 class InfoCall final : public CallData {
  public:
@@ -436,6 +610,8 @@ class GrpcServer final : public Server {
   GrpcServer(const ServerOptions& options, ControlPlaneHooks hooks)
       : options_(options), hooks_(std::move(hooks)) {
     counters_.corrupt_every = options.corrupt_every;
+    exchanges_.hub = ExchangeHub::Create(options.exchange_handler);
+    exchanges_.pool = BlockPool::Create();
   }
 
   ~GrpcServer() override {
@@ -469,9 +645,10 @@ class GrpcServer final : public Server {
     for (auto& cq : cqs_) {
       // Several calls of each kind are posted per queue so a burst never waits for a post.
       for (int i = 0; i < 4; ++i) {
-        new RawCall(&raw_service_, cq.get(), &counters_);
+        new RawCall(&raw_service_, cq.get(), &counters_, &exchanges_);
         new SerializedEchoCall(&data_service_, cq.get(), &counters_);
         new SerializedPushCall(&data_service_, cq.get(), &counters_);
+        new SerializedExchangeCall(&data_service_, cq.get(), &counters_, &exchanges_);
       }
       new InfoCall(&control_service_, cq.get(), &options_, &hooks_, &counters_);
       new BarrierCall(&control_service_, cq.get(), &barriers_);
@@ -524,6 +701,9 @@ class GrpcServer final : public Server {
   }
 
   void Stop() {
+    // Later answers from the handler do nothing; what it still holds fails now, while the
+    // queues still take the calls' last events.
+    exchanges_.hub->Close(ExchangeCancelledError());
     if (!started_) return;
     // Cancels what is still in flight; each call then gets one last event and is deleted.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -544,6 +724,7 @@ class GrpcServer final : public Server {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::thread> threads_;
   Counters counters_;
+  Exchanges exchanges_;
   Barriers barriers_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -19,6 +19,9 @@ namespace psbench::grpc_transport {
 
 inline constexpr char kRawEchoMethod[] = "/psbench.Raw/Echo";
 inline constexpr char kRawPushMethod[] = "/psbench.Raw/Push";
+// Request and reply are both payloads (header, then the buffers); the reply header's
+// checksums, under --validate, are the PS's, taken after its exchange handler wrote them.
+inline constexpr char kRawExchangeMethod[] = "/psbench.Raw/Exchange";
 
 inline constexpr uint32_t kPayloadMagic = 0x31425350;  // "PSB1"
 inline constexpr uint32_t kAckMagic = 0x31415350;      // "PSA1"
