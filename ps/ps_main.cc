@@ -12,6 +12,7 @@
 #include "bench/cli.h"
 #include "bench/sysinfo.h"
 #include "transports/rdma_flags.h"
+#include "ps/param_store.h"
 #include "transports/transport.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loopback only)");
@@ -57,7 +58,10 @@ int Main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto start = std::chrono::steady_clock::now();
+  // Serves the embedded trainer's exchanges (declared first: it outlives the server).
+  ParamStore param_store;
   ServerOptions options;
+  options.exchange_handler = &param_store;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = port;
   options.threads = threads;

@@ -2,6 +2,7 @@
 // one JSON record per result.
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/flags/flag.h"
@@ -16,6 +17,10 @@
 #include "payloads/payload.h"
 #include "transports/rdma_flags.h"
 #include "transports/transport.h"
+#include "worker/trainer_flags.h"
+#ifdef PSBENCH_HAVE_TRAINER
+#include "worker/train_worker.h"
+#endif
 
 ABSL_FLAG(std::string, ps, "",
           "PS addresses, host:port[,host:port...] (grpc+mpi: default every PS rank of the job)");
@@ -52,7 +57,12 @@ absl::StatusOr<Scenario> LoadScenario() {
     return s;
   }
   for (const auto& flag : FlagsSet()) {
-    if (flag != "scenario" && flag != "cpu" && flag != "json" && flag != "quiet") {
+    static const std::set<std::string> kAllowed = {
+        "scenario", "cpu", "json", "quiet",
+        // The trainer's settings are not part of a payload scenario.
+        "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
+        "learning-rate", "momentum", "write-trace"};
+    if (!kAllowed.contains(flag)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--scenario=FILE sets the whole scenario; --", flag, " cannot be added to it"));
     }
@@ -67,8 +77,19 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile, kTrainerFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
+  // --trainer: train a model through the PS instead of running a payload benchmark.
+  std::optional<TrainerSettings> training;
+  if (FlagWasSet("trainer")) {
+#ifndef PSBENCH_HAVE_TRAINER
+    Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; "
+                  "see deploy/install-deps.sh)", kExitUsage);
+#endif
+    auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
+    if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+    training = *settings;
+  }
   if (std::string cpu = absl::GetFlag(FLAGS_cpu); !cpu.empty()) {
     if (absl::Status s = PinProcess(cpu); !s.ok()) Die(kProgram, s, kExitUsage);
   }
@@ -144,7 +165,7 @@ int Main(int argc, char** argv) {
                        placement->worker_index, " of the ", scenario->transport, " job"),
           kExitUsage);
     }
-    if (scenario->benchmark != Benchmark::kThroughput && placement->num_workers > 1) {
+    if (!training && scenario->benchmark != Benchmark::kThroughput && placement->num_workers > 1) {
       Die(kProgram,
           absl::StrCat("--benchmark=", BenchmarkName(scenario->benchmark),
                        " is point to point, but this ", scenario->transport, " job has ",
@@ -169,6 +190,12 @@ int Main(int argc, char** argv) {
   }
 
   std::vector<std::string> command(argv, argv + argc);
+#ifdef PSBENCH_HAVE_TRAINER
+  if (training) {
+    return RunTrainWorker(*scenario, **client, *training, json_path, absl::GetFlag(FLAGS_quiet),
+                          command);
+  }
+#endif
   TablePrinter table;
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];

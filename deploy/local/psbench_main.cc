@@ -29,6 +29,8 @@
 #include "transports/rdma_flags.h"
 #include "transports/transport.h"
 #include "deploy/local/process.h"
+#include "deploy/local/train_command.h"
+#include "worker/trainer_flags.h"
 #include "fmt/core.h"
 
 ABSL_FLAG(int, num_ps, 1, "PS processes to start (throughput; latency and bandwidth use 1)");
@@ -58,11 +60,13 @@ using nlohmann::json;
 
 constexpr char kProgram[] = "psbench";
 constexpr char kUsage[] =
-    "psbench run [flags]\n"
+    "psbench run [flags] | psbench run --trainer=MODEL [flags] | psbench train --model=MODEL [flags]\n"
     "Runs psbench on this machine: starts PS and worker processes on loopback, runs the\n"
     "benchmark and prints the results. With no --benchmark, runs the default tour (latency,\n"
     "bandwidth and throughput over the uniform, random and skew schemes, about 45 s).\n"
     "With --transports=A,B,... runs it once per transport and prints one comparison table.\n"
+    "With --trainer=MODEL each worker trains MODEL (embedded trainer) through the PS.\n"
+    "`psbench train` times one model on this machine: images/s and a per-layer table.\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.";
 
 std::atomic<bool> g_interrupted{false};
@@ -78,6 +82,9 @@ struct Options {
   fs::path work_dir;
   std::string mpirun;
   std::vector<std::string> mpirun_args;
+  // Added to every worker's command line (the trainer's settings with --trainer).
+  std::vector<std::string> worker_args;
+  bool training = false;
 };
 
 fs::path BinDir() {
@@ -85,7 +92,9 @@ fs::path BinDir() {
   return fs::read_symlink("/proc/self/exe").parent_path();
 }
 
-absl::Duration RunBudget(const Scenario& s, size_t plans) {
+absl::Duration RunBudget(const Scenario& s, size_t plans, bool training = false) {
+  // A training run's steps take what the model takes: allow an hour unless told (--timeout).
+  if (training) return s.connect_timeout + absl::Hours(1);
   absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
   if (s.warmup_iterations < 0) per_plan += s.warmup;
   if (s.iterations == 0) per_plan += s.duration;
@@ -95,9 +104,8 @@ absl::Duration RunBudget(const Scenario& s, size_t plans) {
 
 // Reads each worker's JSON Lines: per-worker records, plus one total record per plan for
 // throughput.
-absl::StatusOr<std::vector<json>> CollectResults(const Scenario& s,
-                                                 const std::vector<fs::path>& outputs,
-                                                 size_t plans) {
+absl::StatusOr<std::vector<json>> CollectResults(const std::vector<fs::path>& outputs,
+                                                 size_t plans, bool aggregate) {
   std::vector<std::vector<json>> per_worker;
   for (const auto& out : outputs) {
     auto records = ReadJsonLines(out.string());
@@ -113,7 +121,7 @@ absl::StatusOr<std::vector<json>> CollectResults(const Scenario& s,
     std::vector<json> group;
     for (auto& w : per_worker) group.push_back(w[p]);
     results.insert(results.end(), group.begin(), group.end());
-    if (s.benchmark == Benchmark::kThroughput) results.push_back(AggregateThroughput(group));
+    if (aggregate) results.push_back(AggregateThroughput(group));
   }
   return results;
 }
@@ -236,6 +244,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
           "--json=" + files->results.string(), std::string("--quiet")}) {
       argv.push_back(a);
     }
+    for (const auto& a : o.worker_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
     outputs.push_back(files->results);
   }
@@ -246,7 +255,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
         job.status().message(), " (grpc+mpi needs Open MPI's mpirun: install openmpi-bin, or "
         "give --mpirun=PATH)"));
   }
-  absl::Duration budget = o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans);
+  absl::Duration budget = o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training);
   absl::Time deadline = absl::Now() + budget;
   absl::Status failure;
   std::optional<int> status;
@@ -275,7 +284,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
   }
   RelayLog(text);
   if (!failure.ok()) return failure;
-  return CollectResults(s, outputs, plans);
+  return CollectResults(outputs, plans, s.benchmark == Benchmark::kThroughput && !o.training);
 }
 
 // Runs one scenario with fresh processes. Returns per-worker records, plus one total record
@@ -325,6 +334,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     std::vector<std::string> argv = {(o.bin_dir / "psbench-worker").string(),
                                      "--scenario=" + files->scenario.string(),
                                      "--json=" + output.string(), "--quiet"};
+    for (const auto& a : o.worker_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
     auto child = ChildProcess::Start(absl::StrCat("worker ", w), argv, /*capture_stdout=*/false);
     if (!child.ok()) return child.status();
@@ -334,7 +344,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
 
   // Wait for the workers; stop everything at the first failure.
   absl::Time deadline =
-      absl::Now() + (o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans));
+      absl::Now() + (o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training));
   absl::Status failure;
   size_t done = 0;
   while (done < workers.size() && failure.ok()) {
@@ -369,7 +379,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     if (failure.ok() && absl::Now() > deadline) {
       failure = absl::DeadlineExceededError(absl::StrCat(
           "the run did not finish within ",
-          absl::FormatDuration(o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans)),
+          absl::FormatDuration(o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training)),
           " (see --timeout)"));
     }
     if (done < workers.size() && failure.ok()) absl::SleepFor(absl::Milliseconds(10));
@@ -384,7 +394,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   }
   if (!failure.ok()) return failure;
 
-  return CollectResults(s, outputs, plans);
+  return CollectResults(outputs, plans, s.benchmark == Benchmark::kThroughput && !o.training);
 }
 
 // Busy-polling processes that share a CPU take turns by the scheduler's time slice, which
@@ -764,13 +774,83 @@ struct Headline {
   std::map<std::string, std::string> by_benchmark;
 };
 
+// psbench run --trainer=MODEL: PS and workers as for throughput (every worker to every PS),
+// each worker training MODEL and exchanging its gradients for parameters every step. Prints
+// images/s per worker and in total, and the per-step split of compute and communication.
+int RunTraining(Options& o, Scenario s, const std::string& json_path,
+                const std::vector<std::string>& command) {
+  auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
+  if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+  for (const char* flag : {"benchmark", "transports", "scheme", "sizes", "duration", "iterations"}) {
+    if (FlagWasSet(flag)) {
+      Die(kProgram, absl::StrCat("--", flag, " does not apply to --trainer (a training run's "
+                                 "payloads are the model's gradients; see --steps)"),
+          kExitUsage);
+    }
+  }
+  s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
+  if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+  if (TransportLaunchesAsJob(s.transport) && (o.mpirun.empty() || access(o.mpirun.c_str(), X_OK) != 0)) {
+    Die(kProgram, absl::StrCat("--mpirun=", o.mpirun, " is not an executable MPI launcher"), kExitUsage);
+  }
+  o.training = true;
+  o.worker_args = TrainerWorkerArgs(*settings);
+  fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {} ({}), {} SGD, "
+             "{} steps after {} warm-up\n",
+             settings->model, settings->batch, o.num_workers, o.num_ps, s.transport,
+             std::string(WireModeName(s.mode)), settings->sync ? "synchronous" : "asynchronous",
+             settings->steps, settings->warmup_steps);
+  auto results = RunScenario(s, o, 1, 0);
+  if (!results.ok()) {
+    fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
+    return g_interrupted ? 130 : kExitRuntime;
+  }
+  double total = 0;
+  fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "#worker", "images/s", "step ms",
+             "compute ms", "comm ms", "loss");
+  for (json& rec : *results) {
+    rec["worker_command"] = rec["command"];
+    rec["command"] = command;
+    total += rec["images_per_s"].get<double>();
+    fmt::print("{:>8} {:>12.2f} {:>12.1f} {:>12.1f} {:>12.1f} {:>10.3f}\n",
+               rec["worker_index"].get<int>(), rec["images_per_s"].get<double>(),
+               1e3 * rec["step"]["mean_s"].get<double>(), 1e3 * rec["compute"]["mean_s"].get<double>(),
+               1e3 * rec["communication"]["mean_s"].get<double>(), rec["loss_last"].get<double>());
+  }
+  json summary = {{"kind", "train_total"},
+                  {"model", settings->model},
+                  {"batch", settings->batch},
+                  {"transport", s.transport},
+                  {"mode", WireModeName(s.mode)},
+                  {"sync", settings->sync},
+                  {"num_ps", o.num_ps},
+                  {"num_workers", o.num_workers},
+                  {"images_per_s", total},
+                  {"command", command}};
+  fmt::print("{:>8} {:>12.2f}\n", "total", total);
+  results->push_back(summary);
+  if (!json_path.empty()) {
+    if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
+      fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+      return kExitRuntime;
+    }
+    fmt::print("# results: {}\n", json_path);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  auto positional =
-      ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage,
+                                     {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc",
+                                      kRdmaFlagsFile, kTrainerFlagsFile});
+  if (!positional.empty() && positional[0] == "train") {
+    if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
+    return RunTrainCommand(absl::GetFlag(FLAGS_json));
+  }
   if (positional.empty() || positional[0] != "run") {
     Die(kProgram,
-        positional.empty() ? std::string("missing command; usage: psbench run [flags]")
-                           : "unknown command '" + positional[0] + "'; usage: psbench run [flags]",
+        positional.empty() ? std::string("missing command; usage: psbench run|train [flags]")
+                           : "unknown command '" + positional[0] + "'; usage: psbench run|train [flags]",
         kExitUsage);
   }
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
@@ -817,6 +897,19 @@ int Main(int argc, char** argv) {
     compare = *std::move(entries);
   }
   if (base->busy_poll) WarnIfSpinnersShareCpus(o);
+  if (FlagWasSet("trainer")) {
+    o.bin_dir = BinDir();
+    char train_dir[] = "/tmp/psbench-run-XXXXXX";
+    if (const char* t = mkdtemp(train_dir)) o.work_dir = t;
+    else Die(kProgram, "cannot create a temporary directory", kExitRuntime);
+    signal(SIGINT, OnSignal);
+    signal(SIGTERM, OnSignal);
+    signal(SIGPIPE, SIG_IGN);
+    int code = RunTraining(o, *base, json_path, std::vector<std::string>(argv, argv + argc));
+    std::error_code ec;
+    fs::remove_all(o.work_dir, ec);
+    return code;
+  }
 
   // What to run: the chosen benchmark and scheme, or the tour over what was not chosen.
   bool tour = !FlagWasSet("benchmark");

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "fmt/format.h"
 #include "worker/trainer/init.h"
+#include "worker/trainer/trace.h"
 
 namespace psbench::trainer {
 namespace {
@@ -126,11 +127,14 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
     for (size_t l = 0; l < layers; ++l) forward_layers[l].forward_s += net.layer_times()[l].forward_s;
   }
   double last_loss = 0;
+  GradientTrace trace(net);
+  auto ready = [&trace](int p) { trace.Ready(p); };
   if (!options.forward_only) {
     for (int i = 0; i < options.iterations; ++i) {
       auto start = Clock::now();
       last_loss = net.Forward();
-      net.Backward(no_ready);
+      trace.Start();
+      net.Backward(ready);
       train_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       for (size_t l = 0; l < layers; ++l) {
         train_layers[l].forward_s += net.layer_times()[l].forward_s;
@@ -188,6 +192,11 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
                      {"gflop_per_image", layer.forward_flops * 1e-9}});
   }
   result["layers"] = table;
+  if (!options.trace_path.empty()) {
+    if (options.forward_only) return absl::InvalidArgumentError("--write-trace needs the backward pass (not --forward-only)");
+    if (absl::Status s = trace.Write(options.trace_path); !s.ok()) return s;
+    result["trace"] = options.trace_path;
+  }
   return result;
 }
 

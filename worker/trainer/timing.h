@@ -37,6 +37,7 @@ struct TimingOptions {
   bool forward_only = false;
   uint64_t seed = 1;
   double peak_gflops = 0;  // 0: estimate from the CPU (see CpuPeakGflops)
+  std::string trace_path;  // write the last backward pass's gradient trace here
 };
 
 // Peak FP32 GFLOP/s of `threads` cores of this CPU: cores x clock x FLOPs per cycle from its

@@ -1,0 +1,57 @@
+#include "deploy/local/train_command.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "bench/report.h"
+#include "bench/scenario_flags.h"
+#include "bench/sysinfo.h"
+#include "fmt/core.h"
+#include "worker/trainer_flags.h"
+#ifdef PSBENCH_HAVE_TRAINER
+#include "worker/trainer/timing.h"
+#endif
+
+ABSL_DECLARE_FLAG(uint64_t, seed);
+
+namespace psbench {
+
+int RunTrainCommand(const std::string& json_path) {
+  constexpr char kProgram[] = "psbench train";
+#ifndef PSBENCH_HAVE_TRAINER
+  Die(kProgram, "this psbench was built without the trainer (oneDNN not found; see "
+                "deploy/install-deps.sh)", kExitUsage);
+  return kExitUsage;
+#else
+  auto settings = TrainerSettingsFromFlags(/*model_flag=*/true);
+  if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+  if (!json_path.empty()) {
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+  }
+  trainer::TimingOptions options;
+  options.model = settings->model;
+  options.engine = settings->engine;
+  options.batch = settings->batch;
+  options.threads = settings->threads;
+  options.warmup = settings->warmup_steps;
+  options.iterations = settings->steps;
+  options.forward_only = absl::GetFlag(FLAGS_forward_only);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.peak_gflops = absl::GetFlag(FLAGS_peak_gflops);
+  options.trace_path = settings->write_trace;
+  if (options.peak_gflops < 0) Die(kProgram, "--peak-gflops must be >= 0", kExitUsage);
+  auto result = trainer::RunTiming(options);
+  if (!result.ok()) {
+    Die(kProgram, result.status(),
+        result.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime);
+  }
+  fmt::print("{}", trainer::FormatTiming(*result));
+  (*result)["environment"] = Environment();
+  if (!json_path.empty()) {
+    if (absl::Status s = AppendJsonLines(json_path, {*result}); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+  return 0;
+#endif
+}
+
+}  // namespace psbench

@@ -1,0 +1,38 @@
+// What a trainer's kExchange carries (ps-lite's KV push-pull, TensorFlow's PS variables):
+// buffer 0 is this header, buffers 1..n the worker's shard of the model on that PS, always
+// in the same order. Going out they hold gradients (or initial values); coming back the PS's
+// current parameters. The PS needs nothing else to serve a model.
+#ifndef PSBENCH_PS_PARAM_PROTOCOL_H_
+#define PSBENCH_PS_PARAM_PROTOCOL_H_
+
+#include <cstdint>
+
+namespace psbench {
+
+struct ExchangeHeader {
+  static constexpr uint32_t kMagic = 0x54585350;  // "PSXT"
+  static constexpr uint16_t kVersion = 1;
+  enum Kind : uint16_t {
+    kInit = 1,  // buffers hold initial values; the first init of a run sets the PS's
+    kStep = 2,  // buffers hold gradients of step `step`
+  };
+  enum Flags : uint32_t { kSync = 1 };
+
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t kind = kInit;
+  uint32_t worker = 0;
+  uint32_t num_workers = 1;
+  uint64_t step = 0;
+  uint32_t flags = kSync;
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  uint32_t num_tensors = 0;  // buffers after this header
+  uint64_t run_id = 0;       // all workers of a run agree on it; a new run resets the PS
+  uint8_t reserved[16] = {};
+};
+static_assert(sizeof(ExchangeHeader) == 64);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_PS_PARAM_PROTOCOL_H_

@@ -1,0 +1,174 @@
+#include "ps/param_store.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace psbench {
+namespace {
+
+// Transports hand over bytes at any alignment (a gRPC slice starts where it starts): copy
+// them out rather than read floats in place.
+void CopyFloats(std::span<const std::byte> bytes, std::vector<float>* out) {
+  out->resize(bytes.size() / sizeof(float));
+  std::memcpy(out->data(), bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+ParamStore::~ParamStore() {
+  std::vector<Pending> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(pending_);
+  }
+  for (Pending& p : pending) std::move(p.done)(absl::CancelledError("the PS is shutting down"));
+}
+
+uint64_t ParamStore::updates_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return updates_;
+}
+
+absl::Status ParamStore::Check(const ExchangeHeader& h,
+                               std::span<const std::span<const std::byte>> request) const {
+  if (h.magic != ExchangeHeader::kMagic || h.version != ExchangeHeader::kVersion)
+    return absl::InvalidArgumentError("not a psbench trainer exchange (bad header magic or version)");
+  if (h.kind != ExchangeHeader::kInit && h.kind != ExchangeHeader::kStep)
+    return absl::InvalidArgumentError(absl::StrCat("unknown exchange kind ", h.kind));
+  if (h.num_workers < 1 || h.worker >= h.num_workers)
+    return absl::InvalidArgumentError(absl::StrCat("worker ", h.worker, " of ", h.num_workers));
+  if (h.num_tensors != request.size() - 1)
+    return absl::InvalidArgumentError(absl::StrCat("header announces ", h.num_tensors,
+                                                   " tensors, request has ", request.size() - 1));
+  for (size_t i = 1; i < request.size(); ++i) {
+    if (request[i].size() % sizeof(float) != 0)
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", i - 1, " is not float32 data"));
+    if (initialized_ && h.run_id == run_id_ && request[i].size() != params_[i - 1].size() * sizeof(float))
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", i - 1, " has ", request[i].size(), " bytes; this run's has ",
+                       params_[i - 1].size() * sizeof(float)));
+  }
+  if (initialized_ && h.run_id == run_id_ && request.size() - 1 != params_.size())
+    return absl::InvalidArgumentError(absl::StrCat("request has ", request.size() - 1,
+                                                   " tensors; this run's shard has ", params_.size()));
+  return absl::OkStatus();
+}
+
+void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) {
+  initialized_ = true;
+  run_id_ = h.run_id;
+  config_ = h;
+  params_.assign(request.size() - 1, {});
+  for (size_t i = 1; i < request.size(); ++i) CopyFloats(request[i], &params_[i - 1]);
+  momentum_.assign(params_.size(), {});
+  sum_.assign(params_.size(), {});
+  incoming_.assign(params_.size(), {});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    momentum_[i].assign(params_[i].size(), 0.f);
+    sum_[i].assign(params_[i].size(), 0.f);
+    incoming_[i].assign(params_[i].size(), 0.f);
+  }
+  step_ = 0;
+  arrived_.assign(h.num_workers, false);
+  arrived_count_ = 0;
+  updates_ = 0;
+}
+
+void ParamStore::Apply(const std::vector<std::vector<float>>& gradient, float scale) {
+  // SGD with momentum as PyTorch applies it: v = mu v + g; w -= lr v.
+  const float lr = config_.learning_rate, mu = config_.momentum;
+  for (size_t t = 0; t < params_.size(); ++t) {
+    float* w = params_[t].data();
+    float* v = momentum_[t].data();
+    const float* g = gradient[t].data();
+    const size_t n = params_[t].size();
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = mu * v[i] + scale * g[i];
+      w[i] -= lr * v[i];
+    }
+  }
+  ++updates_;
+}
+
+void ParamStore::CopyParams(std::span<const std::span<std::byte>> reply) const {
+  // reply[0] echoes the header (it may alias the request's, which is already there).
+  for (size_t i = 1; i < reply.size(); ++i)
+    std::memcpy(reply[i].data(), params_[i - 1].data(), reply[i].size());
+}
+
+void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
+                            std::span<const std::span<std::byte>> reply,
+                            absl::AnyInvocable<void(absl::Status) &&> done) {
+  if (request.empty() || request[0].size() != sizeof(ExchangeHeader)) {
+    std::move(done)(absl::InvalidArgumentError(
+        "not a psbench trainer exchange (buffer 0 must be the 64-byte header)"));
+    return;
+  }
+  ExchangeHeader h;
+  std::memcpy(&h, request[0].data(), sizeof(h));
+  std::vector<Pending> ready;
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = Check(h, request);
+    if (status.ok() && h.kind == ExchangeHeader::kInit) {
+      if (!initialized_ || h.run_id != run_id_) {
+        // A new run: whatever an earlier run left waiting is over.
+        for (Pending& p : pending_) ready.push_back(std::move(p));
+        pending_.clear();
+        for (Pending& p : ready)
+          std::move(p.done)(absl::AbortedError("a new training run started on this PS"));
+        ready.clear();
+        Reset(h, request);
+      }
+      CopyParams(reply);
+    } else if (status.ok()) {
+      if (!initialized_ || h.run_id != run_id_) {
+        status = absl::FailedPreconditionError(
+            "the PS holds no parameters for this run (the worker must send its initial values first)");
+      } else if (!(config_.flags & ExchangeHeader::kSync)) {
+        for (size_t t = 0; t < params_.size(); ++t) CopyFloats(request[t + 1], &incoming_[t]);
+        Apply(incoming_, 1.f);
+        CopyParams(reply);
+      } else if (h.step != step_) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", step_));
+      } else if (arrived_[h.worker]) {
+        status = absl::FailedPreconditionError(
+            absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
+      } else {
+        for (size_t t = 0; t < params_.size(); ++t) {
+          CopyFloats(request[t + 1], &incoming_[t]);
+          const float* g = incoming_[t].data();
+          float* sum = sum_[t].data();
+          for (size_t i = 0; i < incoming_[t].size(); ++i) sum[i] += g[i];
+        }
+        arrived_[h.worker] = true;
+        ++arrived_count_;
+        Pending p;
+        p.reply_copy.assign(reply.begin(), reply.end());
+        p.done = std::move(done);
+        pending_.push_back(std::move(p));
+        if (arrived_count_ < static_cast<int>(config_.num_workers)) return;  // held
+        // The last worker of the step: apply the mean gradient, answer everyone.
+        Apply(sum_, 1.f / static_cast<float>(config_.num_workers));
+        for (auto& s : sum_) std::fill(s.begin(), s.end(), 0.f);
+        ++step_;
+        arrived_.assign(config_.num_workers, false);
+        arrived_count_ = 0;
+        for (Pending& q : pending_) CopyParams(q.reply_copy);
+        ready.swap(pending_);
+      }
+    }
+  }
+  if (!ready.empty()) {
+    for (Pending& p : ready) std::move(p.done)(absl::OkStatus());
+    return;
+  }
+  std::move(done)(status);
+}
+
+}  // namespace psbench

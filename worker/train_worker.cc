@@ -1,0 +1,212 @@
+#include "worker/train_worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "bench/report.h"
+#include "bench/sysinfo.h"
+#include "fmt/format.h"
+#include "payloads/payload.h"
+#include "ps/param_protocol.h"
+#include "worker/trainer/init.h"
+#include "worker/trainer/network.h"
+#include "worker/trainer/trace.h"
+
+namespace psbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kProgram[] = "psbench-worker";
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+nlohmann::json Stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {{"mean_s", std::accumulate(v.begin(), v.end(), 0.0) / v.size()},
+          {"median_s", v[v.size() / 2]},
+          {"min_s", v.front()},
+          {"max_s", v.back()}};
+}
+
+// One PS's shard: the variables placed on it, sent as [header, gradients...] and answered
+// as [header, parameters...] straight into the memory the network computes with.
+struct Shard {
+  std::vector<int> params;
+  uint64_t bytes = 0;
+  std::unique_ptr<Payload> request, reply;
+  int request_id = -1, reply_id = -1;
+};
+
+}  // namespace
+
+int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettings& settings,
+                   const std::string& json_path, bool quiet,
+                   const std::vector<std::string>& command) {
+  auto model = trainer::BuildModel(settings.model);
+  if (!model.ok()) Die(kProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
+  auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads);
+  if (!made.ok()) Die(kProgram, made.status(), kExitUsage);
+  trainer::Network& net = **made;
+  const auto& params = net.params();
+
+  // Variables go to PS greedily by bytes, in model order, as tf_cnn_benchmarks places them.
+  const size_t num_ps = client.num_servers();
+  std::vector<Shard> shards(num_ps);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto least = std::min_element(shards.begin(), shards.end(),
+                                  [](const Shard& a, const Shard& b) { return a.bytes < b.bytes; });
+    least->params.push_back(static_cast<int>(i));
+    least->bytes += params[i].bytes;
+  }
+  std::vector<float*> values(params.size()), grads(params.size());
+  for (Shard& shard : shards) {
+    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
+    for (int p : shard.params) sizes.push_back(params[p].bytes);
+    shard.request = std::make_unique<Payload>(sizes, scenario.payload.seed);
+    shard.reply = std::make_unique<Payload>(sizes, scenario.payload.seed);
+    for (size_t k = 0; k < shard.params.size(); ++k) {
+      grads[shard.params[k]] = reinterpret_cast<float*>(shard.request->mutable_buffer(k + 1).data());
+      values[shard.params[k]] = reinterpret_cast<float*>(shard.reply->mutable_buffer(k + 1).data());
+    }
+    auto request = client.Register(*shard.request);
+    auto reply = client.Register(*shard.reply);
+    if (!request.ok()) Die(kProgram, request.status(), kExitRuntime);
+    if (!reply.ok()) Die(kProgram, reply.status(), kExitRuntime);
+    shard.request_id = *request;
+    shard.reply_id = *reply;
+  }
+  if (absl::Status s = net.Bind(values, grads); !s.ok()) Die(kProgram, s, kExitRuntime);
+
+  ExchangeHeader header;
+  header.worker = static_cast<uint32_t>(scenario.worker_index);
+  header.num_workers = static_cast<uint32_t>(scenario.num_workers);
+  header.flags = settings.sync ? ExchangeHeader::kSync : 0;
+  header.learning_rate = settings.learning_rate;
+  header.momentum = settings.momentum;
+  header.run_id = Fnv1a(scenario.run_id);
+  // Sends every shard and waits for the parameters to come back.
+  auto exchange = [&](ExchangeHeader::Kind kind, uint64_t step) {
+    header.kind = kind;
+    header.step = step;
+    for (size_t p = 0; p < num_ps; ++p) {
+      header.num_tensors = static_cast<uint32_t>(shards[p].params.size());
+      std::memcpy(shards[p].request->mutable_buffer(0).data(), &header, sizeof(header));
+      client.StartExchange(p, shards[p].request_id, shards[p].reply_id, p);
+    }
+    const absl::Time deadline = absl::Now() + scenario.rpc_timeout + absl::Seconds(5);
+    for (size_t done = 0; done < num_ps; ++done) {
+      auto c = client.Next(deadline);
+      if (!c.ok()) Die(kProgram, absl::StrCat("step ", step, ": ", c.status().message()), kExitRuntime);
+      if (!c->status.ok()) {
+        Die(kProgram, absl::StrCat("step ", step, " on PS ", client.server_address(c->tag), ": ",
+                                   c->status.message()),
+            kExitRuntime);
+      }
+    }
+    net.ParamsChanged();
+  };
+
+  // Every worker starts from the same seeded values; the first to arrive sets the PS, and
+  // all continue from what the PS answers.
+  net.InitParams(scenario.payload.seed);
+  for (Shard& shard : shards)
+    for (size_t k = 0; k < shard.params.size(); ++k)
+      std::memcpy(shard.request->mutable_buffer(k + 1).data(),
+                  shard.reply->buffer(k + 1).data(), params[shard.params[k]].bytes);
+  exchange(ExchangeHeader::kInit, 0);
+
+  const trainer::Shape in = model->layers[0].out;
+  trainer::SyntheticImages data(in, model->num_classes, scenario.payload.seed);
+  std::vector<float> images(size_t(settings.batch) * in.elements());
+  std::vector<int> labels(settings.batch);
+  trainer::GradientTrace trace(net);
+  std::vector<double> step_s, compute_s, comm_s, losses;
+  const int total_steps = settings.warmup_steps + settings.steps;
+  for (int step = 0; step < total_steps; ++step) {
+    // Worker w's slice of the global batch of this step: the same samples whatever the
+    // number of workers, so W workers of batch B train like one of batch W x B.
+    const uint64_t first = (uint64_t(step) * scenario.num_workers + scenario.worker_index) * settings.batch;
+    data.Fill(first, settings.batch, images, labels);
+    net.SetBatch(images, labels);
+    const auto start = Clock::now();
+    const double loss = net.Forward();
+    trace.Start();
+    net.Backward([&trace](int p) { trace.Ready(p); });
+    const auto computed = Clock::now();
+    exchange(ExchangeHeader::kStep, step);
+    const auto exchanged = Clock::now();
+    if (step < settings.warmup_steps) continue;
+    compute_s.push_back(std::chrono::duration<double>(computed - start).count());
+    comm_s.push_back(std::chrono::duration<double>(exchanged - computed).count());
+    step_s.push_back(std::chrono::duration<double>(exchanged - start).count());
+    losses.push_back(loss);
+  }
+  for (Shard& shard : shards) {
+    client.Unregister(shard.request_id);
+    client.Unregister(shard.reply_id);
+  }
+  if (!settings.write_trace.empty()) {
+    if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+
+  const double total_s = std::accumulate(step_s.begin(), step_s.end(), 0.0);
+  nlohmann::json record;
+  record["kind"] = "train";
+  record["model"] = model->name;
+  record["parameters"] = model->parameter_count();
+  record["batch"] = settings.batch;
+  record["engine"] = settings.engine;
+  record["engine_description"] = net.description();
+  record["transport"] = scenario.transport;
+  record["mode"] = WireModeName(scenario.mode);
+  record["validate"] = scenario.validate;
+  record["sync"] = settings.sync;
+  record["learning_rate"] = settings.learning_rate;
+  record["momentum"] = settings.momentum;
+  record["seed"] = scenario.payload.seed;
+  record["num_ps"] = num_ps;
+  record["num_workers"] = scenario.num_workers;
+  record["worker_index"] = scenario.worker_index;
+  record["run_id"] = scenario.run_id;
+  record["warmup_steps"] = settings.warmup_steps;
+  record["steps"] = settings.steps;
+  nlohmann::json placement = nlohmann::json::array();
+  for (size_t p = 0; p < num_ps; ++p) {
+    placement.push_back({{"ps", client.server_address(p)},
+                         {"tensors", shards[p].params.size()},
+                         {"bytes", shards[p].bytes}});
+  }
+  record["placement"] = placement;
+  record["images_per_s"] = settings.batch * step_s.size() / total_s;
+  record["step"] = Stats(step_s);
+  record["compute"] = Stats(compute_s);
+  record["communication"] = Stats(comm_s);
+  record["loss_first"] = losses.front();
+  record["loss_last"] = losses.back();
+  record["environment"] = Environment();
+  record["command"] = command;
+  if (!quiet) {
+    fmt::print("{} worker {}/{} batch {} over {} ({}, {} PS): {:.2f} images/s; per step {:.1f} ms "
+               "= compute {:.1f} + communication {:.1f} (means); loss {:.3f} -> {:.3f}\n",
+               model->name, scenario.worker_index, scenario.num_workers, settings.batch,
+               scenario.transport, settings.sync ? "sync" : "async", num_ps,
+               record["images_per_s"].get<double>(), 1e3 * record["step"]["mean_s"].get<double>(),
+               1e3 * record["compute"]["mean_s"].get<double>(),
+               1e3 * record["communication"]["mean_s"].get<double>(), losses.front(), losses.back());
+  }
+  if (!json_path.empty()) {
+    if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+  return 0;
+}
+
+}  // namespace psbench

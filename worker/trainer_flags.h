@@ -1,0 +1,53 @@
+// Flags of the embedded trainer, shared by `psbench train`, `psbench run --trainer` and
+// psbench-worker (which is what `psbench run` hands them to). Defined whether or not the
+// trainer is built, so a build without oneDNN refuses them with a clear message.
+#ifndef PSBENCH_WORKER_TRAINER_FLAGS_H_
+#define PSBENCH_WORKER_TRAINER_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+
+ABSL_DECLARE_FLAG(std::string, trainer);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int, batch);
+ABSL_DECLARE_FLAG(std::string, engine);
+ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(bool, forward_only);
+ABSL_DECLARE_FLAG(int, steps);
+ABSL_DECLARE_FLAG(int, warmup_steps);
+ABSL_DECLARE_FLAG(bool, sync);
+ABSL_DECLARE_FLAG(bool, async);
+ABSL_DECLARE_FLAG(float, learning_rate);
+ABSL_DECLARE_FLAG(float, momentum);
+ABSL_DECLARE_FLAG(std::string, write_trace);
+ABSL_DECLARE_FLAG(double, peak_gflops);
+
+namespace psbench {
+
+inline constexpr char kTrainerFlagsFile[] = "/worker/trainer_flags.cc";
+
+// The trainer settings every process of a training run agrees on.
+struct TrainerSettings {
+  std::string model;
+  int batch = 16;
+  std::string engine = "cpu";
+  int threads = 0;
+  int steps = 10;
+  int warmup_steps = 2;
+  bool sync = true;
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  std::string write_trace;
+};
+
+// Reads and checks the flags; `model` comes from --trainer (or --model when model_flag).
+absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(bool model_flag);
+// The worker command-line flags that reproduce `settings`.
+std::vector<std::string> TrainerWorkerArgs(const TrainerSettings& settings);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_WORKER_TRAINER_FLAGS_H_
