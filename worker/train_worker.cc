@@ -190,6 +190,16 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record["step"] = Stats(step_s);
   record["compute"] = Stats(compute_s);
   record["communication"] = Stats(comm_s);
+  // A fingerprint of the final parameters (canonical layout, in double): runs that should
+  // train alike (W workers of batch B, one of batch W x B) can be compared.
+  double sum = 0, sum_squares = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (float v : net.ReadParam(static_cast<int>(i))) {
+      sum += v;
+      sum_squares += double{v} * v;
+    }
+  }
+  record["final_params"] = {{"sum", sum}, {"sum_squares", sum_squares}};
   record["loss_first"] = losses.front();
   record["loss_last"] = losses.back();
   record["environment"] = Environment();

@@ -9,7 +9,7 @@
 
 ABSL_FLAG(std::string, trainer, "",
           "train this model through the PS instead of sending payloads: alexnet, overfeat, "
-          "vgg11, vgg16, inception3, resnet50");
+          "vgg11, vgg16, inception3, resnet50 (or tiny, a CIFAR-sized net for quick checks)");
 ABSL_FLAG(std::string, model, "", "psbench train: the model to time (as --trainer)");
 ABSL_FLAG(int, batch, 16, "trainer: images per step per worker");
 ABSL_FLAG(std::string, engine, "cpu", "trainer: compute engine, cpu (oneDNN) or gpu (cuDNN)");

@@ -31,6 +31,10 @@
 #include "deploy/local/process.h"
 #include "deploy/local/train_command.h"
 #include "worker/trainer_flags.h"
+#ifdef PSBENCH_HAVE_TRAINER
+#include "absl/algorithm/container.h"
+#include "worker/trainer/network.h"
+#endif
 #include "fmt/core.h"
 
 ABSL_FLAG(int, num_ps, 1, "PS processes to start (throughput; latency and bandwidth use 1)");
@@ -781,6 +785,19 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
                 const std::vector<std::string>& command) {
   auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+#ifdef PSBENCH_HAVE_TRAINER
+  // Refuse a bad model or engine here, before any process starts.
+  if (auto model = trainer::BuildModel(settings->model); !model.ok())
+    Die(kProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
+  if (!absl::c_linear_search(trainer::EngineNames(), settings->engine)) {
+    Die(kProgram, absl::StrCat("--engine=", settings->engine, " is not built in; this psbench has: ",
+                               absl::StrJoin(trainer::EngineNames(), ", ")),
+        kExitUsage);
+  }
+#else
+  Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; see "
+                "deploy/install-deps.sh)", kExitUsage);
+#endif
   for (const char* flag : {"benchmark", "transports", "scheme", "sizes", "duration", "iterations"}) {
     if (FlagWasSet(flag)) {
       Die(kProgram, absl::StrCat("--", flag, " does not apply to --trainer (a training run's "

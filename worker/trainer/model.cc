@@ -388,10 +388,22 @@ absl::StatusOr<Model> ResNet50() {
   return b.Finish(x);
 }
 
+// A CIFAR-sized network for quick end-to-end runs and tests (seconds, not minutes).
+absl::StatusOr<Model> Tiny() {
+  ModelBuilder b("tiny", {3, 32, 32});
+  int x = b.Conv(0, "conv1", 16, 3, 3, 1, 1);
+  x = b.MaxPool(x, "pool1", 2, 2);
+  x = b.Conv(x, "conv2", 32, 3, 3, 1, 1);
+  x = b.MaxPool(x, "pool2", 2, 2);
+  x = b.FullyConnected(x, "fc3", 64, true);
+  x = b.FullyConnected(x, "fc4", 10, false);
+  return b.Finish(x);
+}
+
 }  // namespace
 
 std::vector<std::string> ModelNames() {
-  return {"alexnet", "overfeat", "vgg11", "vgg16", "inception3", "resnet50"};
+  return {"alexnet", "overfeat", "vgg11", "vgg16", "inception3", "resnet50", "tiny"};
 }
 
 absl::StatusOr<Model> BuildModel(absl::string_view name) {
@@ -401,6 +413,7 @@ absl::StatusOr<Model> BuildModel(absl::string_view name) {
   if (name == "vgg16") return Vgg("vgg16", {2, 2, 3, 3, 3});
   if (name == "inception3" || name == "inception_v3") return InceptionV3();
   if (name == "resnet50") return ResNet50();
+  if (name == "tiny") return Tiny();
   return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; known: ",
                                                  absl::StrJoin(ModelNames(), ", ")));
 }

@@ -1,0 +1,134 @@
+// The trainer through real PS processes (psbench run --trainer): synchronous data parallel
+// training must train exactly like one worker with the whole batch, the loss must fall, the
+// gradient trace must replay as a payload trace, and bad trainer flags must be refused.
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/integration/run_helpers.h"
+
+namespace psbench::testing {
+namespace {
+
+class DistributedTrainingTest : public IntegrationTest {
+ protected:
+  std::string TempPath(const std::string& name) {
+    return "/tmp/psbench-trainer-test-" + std::to_string(getpid()) + "-" + name;
+  }
+  // Runs `psbench run --trainer=...`; returns the per-worker records.
+  std::vector<Json> Train(const Argv& flags, const std::string& name) {
+    const std::string json = TempPath(name + ".jsonl");
+    RunResult r = RunCommand(RunArgv(Concat({"--json=" + json}, flags)), seconds(240));
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    std::vector<Json> workers;
+    for (const Json& rec : ReadJsonLines(json))
+      if (rec["kind"] == "train") workers.push_back(rec);
+    unlink(json.c_str());
+    return workers;
+  }
+};
+
+// Two workers of batch B against two PS end with the parameters of one worker of batch 2B:
+// the PS averages the two batch means, which is the mean over the whole batch, and each
+// worker trains on its half of the same samples. Summation order differs, hence the
+// tolerance (float rounding, about 1e-7 relative per operation over 20 steps).
+TEST_F(DistributedTrainingTest, SyncTwoWorkersMatchOneWorkerWithTheWholeBatch) {
+  const Argv common = {"--trainer=tiny", "--num-ps=2", "--steps=20", "--warmup-steps=0",
+                       "--learning-rate=0.01", "--sync"};
+  auto one = Train(Concat(common, {"--num-workers=1", "--batch=4"}), "one");
+  auto two = Train(Concat(common, {"--num-workers=2", "--batch=2"}), "two");
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(two.size(), 2u);
+  const double sum = one[0]["final_params"]["sum"].get<double>();
+  const double squares = one[0]["final_params"]["sum_squares"].get<double>();
+  for (const Json& w : two) {
+    EXPECT_NEAR(w["final_params"]["sum"].get<double>(), sum, 1e-5 * std::abs(sum)) << w.dump();
+    EXPECT_NEAR(w["final_params"]["sum_squares"].get<double>(), squares, 1e-5 * squares) << w.dump();
+    EXPECT_EQ(w["num_workers"], 2);
+    EXPECT_EQ(w["placement"].size(), 2u);
+  }
+  // Both workers hold the same parameters after the last synchronous step.
+  EXPECT_EQ(two[0]["final_params"], two[1]["final_params"]);
+  // And the task is learnt: far below chance (ln 10 = 2.3).
+  EXPECT_LT(one[0]["loss_last"].get<double>(), 0.5);
+}
+
+// A different number of workers that does not split the batch the same way is not the same
+// training: the check above can fail.
+TEST_F(DistributedTrainingTest, DifferentGlobalBatchEndsElsewhere) {
+  const Argv common = {"--trainer=tiny", "--num-ps=1", "--steps=5", "--warmup-steps=0", "--sync"};
+  auto a = Train(Concat(common, {"--num-workers=1", "--batch=4"}), "a");
+  auto b = Train(Concat(common, {"--num-workers=1", "--batch=2"}), "b");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GT(std::abs(a[0]["final_params"]["sum"].get<double>() - b[0]["final_params"]["sum"].get<double>()),
+            1e-4 * std::abs(a[0]["final_params"]["sum"].get<double>()));
+}
+
+TEST_F(DistributedTrainingTest, AsyncTrainsAndReportsPerStepSplit) {
+  auto workers = Train({"--trainer=tiny", "--num-ps=2", "--num-workers=2", "--batch=8",
+                        "--steps=30", "--warmup-steps=1", "--async", "--mode=serialized"},
+                       "async");
+  ASSERT_EQ(workers.size(), 2u);
+  for (const Json& w : workers) {
+    EXPECT_FALSE(w["sync"].get<bool>());
+    EXPECT_EQ(w["mode"], "serialized");
+    EXPECT_GT(w["images_per_s"].get<double>(), 0);
+    EXPECT_GT(w["compute"]["mean_s"].get<double>(), 0);
+    EXPECT_GT(w["communication"]["mean_s"].get<double>(), 0);
+    EXPECT_LT(w["loss_last"].get<double>(), w["loss_first"].get<double>());
+  }
+}
+
+// --write-trace records the gradients in a form the trace payload scheme replays.
+TEST_F(DistributedTrainingTest, TraceReplaysAsPayloadTrace) {
+  const std::string trace = TempPath("trace.json");
+  Argv train = {BinPath("psbench"), "train", "--model=tiny", "--batch=4", "--steps=2",
+                "--write-trace=" + trace};
+  RunResult r = RunCommand(train, seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv1"), std::string::npos) << r.out;  // the per-layer table
+  Json j = Json::parse(ReadFile(trace));
+  ASSERT_EQ(j["params"].size(), 8u);  // 4 layers x (weights, bias)
+  EXPECT_EQ(j["params"][0]["name"], "conv1/weights");
+  EXPECT_EQ(j["params"][0]["bytes"], 16 * 3 * 3 * 3 * 4);
+  // Backward runs from the classifier down: fc4's gradients are ready first.
+  EXPECT_EQ(j["params"][6]["grad_ready_order"], 0);
+  auto ps = PsServer::Start();
+  ASSERT_NE(ps, nullptr);
+  RunResult replay = RunCommand(WorkerArgv(ps->address(), {"--benchmark=bandwidth", "--scheme=trace",
+                                                           "--trace=" + trace, "--iterations=3",
+                                                           "--warmup-iterations=1"}),
+                                seconds(60));
+  EXPECT_EQ(replay.exit_code, 0) << replay.Describe();
+  unlink(trace.c_str());
+}
+
+TEST_F(DistributedTrainingTest, BadTrainerFlagsAreRefused) {
+  struct Case {
+    Argv flags;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--trainer=nope"}, "unknown model 'nope'"},
+      {{"--trainer=tiny", "--batch=0"}, "--batch must be in [1, 4096]"},
+      {{"--trainer=tiny", "--momentum=1.5"}, "--momentum must be in [0, 1)"},
+      {{"--trainer=tiny", "--learning-rate=-1"}, "--learning-rate must be a positive number"},
+      {{"--trainer=tiny", "--sync", "--async"}, "exclude each other"},
+      {{"--trainer=tiny", "--benchmark=latency"}, "does not apply to --trainer"},
+      {{"--trainer=tiny", "--steps=0"}, "--steps must be in"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = RunCommand(RunArgv(c.flags), seconds(60));
+    EXPECT_EQ(r.exit_code, 2) << r.Describe();
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.Describe();
+  }
+  RunResult r = RunCommand({BinPath("psbench"), "train", "--model=tiny", "--batch=-3"}, seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+}
+
+}  // namespace
+}  // namespace psbench::testing
