@@ -21,6 +21,11 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev
 )
 
+# --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh.
+if [ "${1:-}" = "--pytorch" ]; then
+  packages+=(python3-torch python3-torchvision)
+fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
