@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
+#include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
@@ -24,7 +25,8 @@
 namespace psbench::mpi {
 namespace {
 
-// What each MPI request of an op is.
+// What each MPI request of an op is. An exchange's reply metadata counts as its
+// acknowledgement, its reply as its echo.
 enum What { kAckReceive, kEchoReceive, kSend };
 
 struct Registered {
@@ -36,12 +38,14 @@ struct Registered {
   int count = 0;
   std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
   size_t max_ack = 0;
+  size_t max_reply = 0;  // an exchange's reply metadata, at most
 };
 
 struct PendingOp {
   uint64_t tag = 0;
   Op op = Op::kPush;
   const Registered* reg = nullptr;
+  const Registered* reply_reg = nullptr;  // kExchange: received straight into its buffers
   size_t server = 0;
   int data_tag = 0;
   absl::Time deadline;
@@ -55,6 +59,8 @@ struct PendingOp {
   int ack_bytes = 0;
   AlignedBuffer echo;  // receive buffer for an echo, reused
   int echo_bytes = 0;
+  std::vector<uint64_t> sent_checksums;  // kExchange: of the request as it was sent
+  ExchangeReplyMeta reply;
   bool expired = false;  // reported failed; its MPI requests may still be pending
 };
 
@@ -179,6 +185,7 @@ class MpiClient final : public Client {
     reg->header.assign(reinterpret_cast<const char*>(&h), sizeof h);
     reg->header += EncodePayloadMeta(payload.sizes(), options_.validate ? &payload.checksums() : nullptr);
     reg->max_ack = 16 + (options_.validate ? 8 * payload.num_buffers() : 0) + kMaxAckErrorBytes;
+    reg->max_reply = MaxExchangeReplyMetaBytes(payload.num_buffers());
     registered_.push_back(std::move(reg));
     return static_cast<int>(registered_.size() - 1);
   }
@@ -189,7 +196,7 @@ class MpiClient final : public Client {
     // Ops on it have completed (the caller's contract), but one reported as timed out may
     // still have its send posted: MPI would read freed memory. Nothing sane is left to do.
     for (const auto& o : ops_) {
-      if (o->outstanding > 0 && o->reg == r.get()) {
+      if (o->outstanding > 0 && (o->reg == r.get() || o->reply_reg == r.get())) {
         std::fprintf(stderr, "psbench-worker (MPI rank %d): a payload freed while MPI still "
                      "sends it (after a timeout); ending the MPI job\n", job_->rank());
         job_->Abort(1);
@@ -202,6 +209,11 @@ class MpiClient final : public Client {
   }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    if (op == Op::kExchange) {
+      ready_.push_back({tag, absl::InvalidArgumentError(
+                                 "kExchange needs a reply payload: use StartExchange")});
+      return;
+    }
     Peer& p = peers_[server];
     if (!p.failure.ok()) {
       ready_.push_back({tag, p.failure});
@@ -211,6 +223,7 @@ class MpiClient final : public Client {
     o->tag = tag;
     o->op = op;
     o->reg = registered_[payload].get();
+    o->reply_reg = nullptr;
     o->server = server;
     o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
     o->deadline = absl::Now() + options_.rpc_timeout;
@@ -247,17 +260,72 @@ class MpiClient final : public Client {
       return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
                        kControlTag, comm, r);
     });
-    Post(o, kSend, [&](MPI_Request* r) {
-      const Registered& reg = *o->reg;
-      return reg.type != MPI_DATATYPE_NULL
-                 ? MPI_Isend(MPI_BOTTOM, 1, reg.type, p.rank, o->data_tag, comm, r)
-                 : MPI_Isend(reg.base, reg.count, MPI_BYTE, p.rank, o->data_tag, comm, r);
-    });
+    Post(o, kSend, [&](MPI_Request* r) { return SendPayload(*o->reg, p.rank, o->data_tag, r); });
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
 
-  void StartExchange(size_t, int, int, uint64_t tag) override {
-    ready_.push_back({tag, absl::UnimplementedError("kExchange is not carried by this data plane yet")});
+  void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
+    const Registered* req = Lookup(request);
+    const Registered* rep = Lookup(reply);
+    absl::Status s = server < peers_.size()
+                         ? CheckExchangePayloads(req ? req->payload : nullptr,
+                                                 rep ? rep->payload : nullptr)
+                         : absl::InvalidArgumentError(absl::StrCat(
+                               "StartExchange: no PS ", server, " (", peers_.size(), " PS)"));
+    if (!s.ok()) {
+      ready_.push_back({tag, std::move(s)});
+      return;
+    }
+    Peer& p = peers_[server];
+    if (!p.failure.ok()) {
+      ready_.push_back({tag, p.failure});
+      return;
+    }
+    PendingOp* o = TakeOp();
+    o->tag = tag;
+    o->op = Op::kExchange;
+    o->reg = req;
+    o->reply_reg = rep;
+    o->server = server;
+    o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
+    o->deadline = absl::Now() + options_.rpc_timeout;
+    o->first_error = MPI_SUCCESS;
+    o->post_error = MPI_SUCCESS;
+    o->expired = false;
+    // A header of this exchange's own: the request's bytes, and so its checksums, are new.
+    const Payload& payload = *req->payload;
+    if (options_.validate) payload.ComputeChecksums(&o->sent_checksums);
+    RequestHeader h;
+    h.kind = kExchange;
+    h.flags = options_.validate ? kValidate : 0;
+    h.data_tag = o->data_tag;
+    h.total_bytes = payload.total_bytes();
+    o->header.assign(reinterpret_cast<const char*>(&h), sizeof h);
+    o->header += EncodePayloadMeta(payload.sizes(), options_.validate ? &o->sent_checksums : nullptr);
+    o->header_of = nullptr;
+    if (o->ack.size() < req->max_reply) o->ack.resize(req->max_reply);
+    MPI_Comm comm = job_->comm();
+    // Receives first, so that the replies find them posted; the reply lands in the reply
+    // payload's own buffers.
+    Post(o, kAckReceive, [&](MPI_Request* r) {
+      return MPI_Irecv(o->ack.data(), static_cast<int>(req->max_reply), MPI_BYTE, p.rank,
+                       o->data_tag, comm, r);
+    });
+    Post(o, kEchoReceive, [&](MPI_Request* r) {
+      // Registered payloads are const to a transport; a reply payload is the caller's to be
+      // written.
+      const Registered& reg = *rep;
+      return reg.type != MPI_DATATYPE_NULL
+                 ? MPI_Irecv(MPI_BOTTOM, 1, reg.type, p.rank, o->data_tag, comm, r)
+                 : MPI_Irecv(const_cast<void*>(reg.base), reg.count, MPI_BYTE, p.rank,
+                             o->data_tag, comm, r);
+    });
+    Post(o, kSend, [&](MPI_Request* r) {
+      return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
+                       kControlTag, comm, r);
+    });
+    Post(o, kSend, [&](MPI_Request* r) { return SendPayload(*req, p.rank, o->data_tag, r); });
+    if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
@@ -321,6 +389,19 @@ class MpiClient final : public Client {
     return rank;
   }
 
+  const Registered* Lookup(int payload) const {
+    return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
+               ? registered_[payload].get()
+               : nullptr;
+  }
+
+  // One message straight from a registered payload's buffers.
+  int SendPayload(const Registered& reg, int rank, int tag, MPI_Request* r) {
+    return reg.type != MPI_DATATYPE_NULL
+               ? MPI_Isend(MPI_BOTTOM, 1, reg.type, rank, tag, job_->comm(), r)
+               : MPI_Isend(reg.base, reg.count, MPI_BYTE, rank, tag, job_->comm(), r);
+  }
+
   // After a failed post the op posts nothing more; whatever it did post finishes or expires.
   template <typename StartFn>
   void Post(PendingOp* o, What what, StartFn&& start) {
@@ -372,8 +453,34 @@ class MpiClient final : public Client {
     Recycle(o);
   }
 
+  // An exchange's reply is in its reply payload: the PS's verdict, then the request's sizes
+  // and, with --validate, the PS's checksums of what its handler wrote.
+  absl::Status JudgeExchange(PendingOp& o, const Payload& request) {
+    ExchangeReplyMeta& reply = o.reply;
+    if (absl::Status s = DecodeExchangeReplyMeta(
+            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()),
+                                       static_cast<size_t>(o.ack_bytes)),
+            &reply);
+        !s.ok()) {
+      return s;
+    }
+    if (reply.code != absl::StatusCode::kOk) return absl::Status(reply.code, reply.error);
+    if (absl::Status s = CheckReplySizes(reply.sizes, request.sizes()); !s.ok()) return s;
+    if (static_cast<uint64_t>(o.echo_bytes) != request.total_bytes()) {
+      return absl::DataLossError(absl::StrFormat("the exchange reply brought %d of %u bytes",
+                                                 o.echo_bytes, request.total_bytes()));
+    }
+    if (!options_.validate) return absl::OkStatus();
+    if (reply.checksums.size() != request.num_buffers()) {
+      return absl::DataLossError("the PS sent no checksums of its exchange reply");
+    }
+    o.reply_reg->payload->ComputeChecksums(&checksums_);
+    return grpc_transport::CompareChecksums(reply.checksums, checksums_, request.sizes());
+  }
+
   absl::Status Judge(PendingOp& o, const Payload& payload) {
     if (o.first_error != MPI_SUCCESS) return absl::DataLossError(MpiErrorText(o.first_error));
+    if (o.op == Op::kExchange) return JudgeExchange(o, payload);
     AckMeta* ack = &o.decoded_ack;
     if (absl::Status s = DecodeAckMeta(
             std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()),

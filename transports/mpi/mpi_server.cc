@@ -2,7 +2,10 @@
 // which tells a worker which rank this PS is). One progress thread owns MPI: it joins the
 // job, then loops probing for request headers from any worker, receiving payloads straight
 // into reused buffers, checking them, and acknowledging or echoing them from where they
-// arrived. The PS leaves once every worker rank of the job has said goodbye.
+// arrived. Exchanges are received into pooled memory laid out like a payload, handed to the
+// exchange handler, and answered from there once the handler's `done` has queued its verdict
+// back to the progress thread. The PS leaves once every worker rank of the job has said
+// goodbye.
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
+#include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
@@ -42,15 +46,36 @@ struct PsRequest {
   std::string ack_bytes;
   int outstanding = 0;  // MPI requests of this request not yet finished
   bool replied = false;
+  // kExchange: the request as its handler sees it, received straight into pooled memory laid
+  // out like a payload; the reply overwrites it there and goes back from there.
+  std::shared_ptr<ExchangeBuffers> exchange;
+  MPI_Datatype type = MPI_DATATYPE_NULL;  // over the exchange's buffers, when more than one
+  ExchangeReplyMeta reply;
+  std::string reply_bytes;
 };
+
+// An exchange's verdict, queued by the handler's `done` for the progress thread.
+struct Answer {
+  PsRequest* request;
+  absl::Status status;
+  bool answered;  // false: cancelled; the handler may still write the reply memory
+};
+
+// How long a stopping PS keeps going for the workers of exchanges it cancelled: time for
+// their error replies to go out and for them to say goodbye.
+constexpr absl::Duration kCancelGrace = absl::Seconds(2);
 
 class MpiServer final : public Server, public wire::PsMpi::Service {
  public:
-  explicit MpiServer(const ServerOptions& options) : options_(options) {}
+  explicit MpiServer(const ServerOptions& options)
+      : options_(options),
+        hub_(ExchangeHub::Create(options.exchange_handler)),
+        pool_(BlockPool::Create()) {}
 
   ~MpiServer() override {
     Shutdown();
     Wait();
+    hub_->Close(ExchangeCancelledError());  // answers from now on do nothing
   }
 
   absl::StatusOr<int> Start() override {
@@ -153,8 +178,18 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     joined.set_value(absl::OkStatus());
 
     IdleBackoff backoff(options_.busy_poll);
-    while (!stop_.load(std::memory_order_relaxed)) {
+    absl::Time grace_end = absl::InfiniteFuture();
+    while (true) {
+      if (stop_.load(std::memory_order_relaxed) && grace_end == absl::InfiniteFuture()) {
+        // Exchanges the handler still holds fail now, so that their workers hear of it.
+        size_t held = hub_->held();
+        hub_->Close(ExchangeCancelledError());
+        if (held == 0) break;
+        grace_end = absl::Now() + kCancelGrace;
+      }
+      if (grace_end != absl::InfiniteFuture() && absl::Now() > grace_end) break;
       bool progressed = false;
+      if (answers_pending_.load(std::memory_order_acquire)) progressed |= SendAnswers();
       while (ProbeHeader()) progressed = true;
       progressed |= table_.Poll([this](PsRequest* r, int, const MPI_Status& st, int error) {
                       OnDone(*r, st, error);
@@ -169,6 +204,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
         backoff.Idle();
       }
     }
+    hub_->Close(ExchangeCancelledError());  // no worker is left to answer
     if (goodbyes_.size() < workers_.size() || table_.in_flight() > 0) {
       // Stopped (SIGTERM) while workers still run: MPI cannot finish without them. Exiting
       // non-zero makes mpirun end the job (if it is not already ending it).
@@ -207,7 +243,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       goodbyes_.insert(status.MPI_SOURCE);
       return true;
     }
-    if ((h.kind != kEcho && h.kind != kPush) || h.total_bytes > kMaxMessageBytes ||
+    if ((h.kind != kEcho && h.kind != kPush && h.kind != kExchange) ||
+        h.total_bytes > kMaxMessageBytes ||
         h.data_tag < kFirstDataTag || h.data_tag - kFirstDataTag >= job_->data_tag_span()) {
       Fatal(status.MPI_SOURCE, "a malformed request header");
     }
@@ -223,6 +260,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(header_.data()) + sizeof h,
                                    header_.size() - sizeof h),
         r->validate, r->total, &r->meta);
+    if (r->kind == kExchange && r->meta_status.ok() && hub_->handler() != nullptr) {
+      ReceiveExchange(*r);
+      return true;
+    }
+    // Anything else is received as bytes (an exchange that will be refused, to drain it).
     r->buffer.Reserve(r->total);
     Post(*r, [&](MPI_Request* req) {
       return MPI_Irecv(r->buffer.data(), static_cast<int>(r->total), MPI_BYTE, r->source,
@@ -231,13 +273,135 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     return true;
   }
 
+  // Receives an exchange's payload straight into its place in pooled memory: one message,
+  // scattered over the buffers by an hindexed datatype.
+  void ReceiveExchange(PsRequest& r) {
+    auto buffers = std::make_shared<ExchangeBuffers>();
+    buffers->sizes = r.meta.sizes;
+    buffers->validate = r.validate;
+    std::vector<uint64_t> offsets;
+    auto block = pool_->Take(LayOutBuffers(buffers->sizes, &offsets));
+    if (!block.ok()) Fatal(r.source, std::string(block.status().message()));
+    buffers->block = std::move(*block);
+    buffers->PlaceReply(offsets);
+    buffers->request.assign(buffers->reply.begin(), buffers->reply.end());  // in place
+    r.exchange = buffers;
+    if (buffers->sizes.size() > 1) {
+      std::vector<int> lengths(buffers->sizes.begin(), buffers->sizes.end());
+      std::vector<MPI_Aint> displacements(offsets.begin(), offsets.end());
+      int rc = MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
+                                        displacements.data(), MPI_BYTE, &r.type);
+      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&r.type);
+      if (rc != MPI_SUCCESS) Fatal(r.source, absl::StrCat("MPI_Type_create_hindexed: ", MpiErrorText(rc)));
+    }
+    Post(r, [&](MPI_Request* req) {
+      return r.type != MPI_DATATYPE_NULL
+                 ? MPI_Irecv(buffers->block->data(), 1, r.type, r.source, r.data_tag,
+                             job_->comm(), req)
+                 : MPI_Irecv(buffers->reply.empty() ? nullptr : buffers->reply[0].data(),
+                             static_cast<int>(r.total), MPI_BYTE, r.source, r.data_tag,
+                             job_->comm(), req);
+    });
+  }
+
+  // The exchange's payload is in: check it and hand it to the handler, or refuse it.
+  void OnExchangeReceived(PsRequest& r, const MPI_Status& status, int error) {
+    absl::Status verdict;
+    int count = 0;
+    if (error != MPI_SUCCESS) {
+      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
+    } else {
+      MPI_Get_count(&status, MPI_BYTE, &count);
+    }
+    if (hub_->handler() == nullptr) {
+      SendExchangeReply(r, NoExchangeHandlerError());
+      return;
+    }
+    if (verdict.ok() && !r.meta_status.ok()) verdict = r.meta_status;  // drained, not kept
+    if (verdict.ok() && static_cast<uint64_t>(count) != r.total) {
+      verdict = absl::DataLossError(absl::StrCat("received ", count, " of ", r.total, " bytes"));
+    }
+    if (verdict.ok()) {
+      // Injected faults hit an exchange before the PS checks it, as a push.
+      if (r.corrupt) {
+        for (auto b : r.exchange->reply) {
+          if (b.empty()) continue;
+          b[b.size() / 2] ^= std::byte{0x5a};
+          break;
+        }
+      }
+      if (r.validate) verdict = VerifyRequest(*r.exchange, r.meta.checksums);
+    }
+    if (!verdict.ok()) {
+      SendExchangeReply(r, absl::DataLossError(absl::StrCat("PS: ", verdict.message())));
+      return;
+    }
+    rpcs_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(r.total, std::memory_order_relaxed);
+    // `done` may run on any thread: it only queues the verdict; this thread sends it. The
+    // request is not reused before then (nor after a cancellation: the hub is closed only as
+    // this thread stops).
+    auto deliver = [this, req = &r](const absl::Status& s, bool answered) {
+      std::lock_guard lock(answers_mu_);
+      answers_.push_back({req, s, answered});
+      answers_pending_.store(true, std::memory_order_release);
+    };
+    if (!hub_->Run(r.exchange, std::move(deliver))) SendExchangeReply(r, ExchangeCancelledError());
+  }
+
+  // Sends what the handler's `done` queued. Returns whether there was anything.
+  bool SendAnswers() {
+    std::vector<Answer> answers;
+    {
+      std::lock_guard lock(answers_mu_);
+      answers.swap(answers_);
+      answers_pending_.store(false, std::memory_order_relaxed);
+    }
+    for (const Answer& a : answers) {
+      SendExchangeReply(*a.request, a.status, /*with_data=*/a.answered && a.status.ok());
+    }
+    return !answers.empty();
+  }
+
+  // The reply metadata, then the reply from where the handler wrote it (an empty message
+  // unless the verdict is OK: the worker has a receive posted for it either way).
+  void SendExchangeReply(PsRequest& r, const absl::Status& status, bool with_data = false) {
+    r.reply.code = status.code();
+    r.reply.sizes.clear();
+    r.reply.checksums.clear();
+    r.reply.error = std::string(status.message());
+    if (with_data) {
+      r.reply.sizes = r.exchange->sizes;
+      if (r.validate) r.reply.checksums = r.exchange->reply_checksums;
+    }
+    EncodeExchangeReplyMeta(r.reply, &r.reply_bytes);
+    r.replied = true;
+    Post(r, [&](MPI_Request* req) {
+      return MPI_Isend(r.reply_bytes.data(), static_cast<int>(r.reply_bytes.size()), MPI_BYTE,
+                       r.source, r.data_tag, job_->comm(), req);
+    });
+    Post(r, [&](MPI_Request* req) {
+      if (!with_data) return MPI_Isend(nullptr, 0, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
+      const ExchangeBuffers& b = *r.exchange;
+      return r.type != MPI_DATATYPE_NULL
+                 ? MPI_Isend(b.block->data(), 1, r.type, r.source, r.data_tag, job_->comm(), req)
+                 : MPI_Isend(b.reply.empty() ? nullptr : b.reply[0].data(),
+                             static_cast<int>(r.total), MPI_BYTE, r.source, r.data_tag,
+                             job_->comm(), req);
+    });
+  }
+
   void OnDone(PsRequest& r, const MPI_Status& status, int error) {
     --r.outstanding;
     if (r.replied) {
       if (error != MPI_SUCCESS) {
         Fatal(r.source, absl::StrCat("replying: ", MpiErrorText(error)));
       }
-      if (r.outstanding == 0) spare_.push_back(&r);
+      if (r.outstanding == 0) Recycle(r);
+      return;
+    }
+    if (r.kind == kExchange) {
+      OnExchangeReceived(r, status, error);
       return;
     }
     // The payload is in.
@@ -299,6 +463,12 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     ++r.outstanding;
   }
 
+  void Recycle(PsRequest& r) {
+    if (r.type != MPI_DATATYPE_NULL) MPI_Type_free(&r.type);
+    r.exchange.reset();  // a handler that still holds it keeps the memory
+    spare_.push_back(&r);
+  }
+
   PsRequest* TakeRequest() {
     if (spare_.empty()) {
       requests_.push_back(std::make_unique<PsRequest>());
@@ -322,6 +492,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   ServerOptions options_;
+  const std::shared_ptr<ExchangeHub> hub_;
+  const std::shared_ptr<BlockPool> pool_;
   std::unique_ptr<Server> control_;
   std::thread progress_;
   std::atomic<bool> stop_{false};
@@ -335,6 +507,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   int job_size_ = 0;
   std::string job_id_;
   std::string data_plane_ = "MPI messages (joining the MPI job)";
+
+  // Exchange verdicts from the handler's `done`, for the progress thread.
+  std::mutex answers_mu_;
+  std::vector<Answer> answers_;
+  std::atomic<bool> answers_pending_{false};
 
   // Progress thread only.
   std::unique_ptr<Job> job_;

@@ -6,6 +6,11 @@
 //                                  (an hindexed datatype, no staging copy)
 //   PS -> worker, tag data_tag:    the acknowledgement (data_meta.h AckMeta); for an echo,
 //                                  then the payload again
+//   PS -> worker, tag data_tag:    for an exchange, the reply metadata (data_meta.h
+//                                  ExchangeReplyMeta: the verdict, the reply's sizes and,
+//                                  under --validate, the PS's checksums), then the reply as one
+//                                  message (empty unless the verdict is OK), which the worker
+//                                  receives straight into its reply payload's buffers
 //   worker -> PS, tag kControlTag: a RequestHeader of kind kGoodbye when the worker is done;
 //                                  a PS leaves once every worker rank has said goodbye
 //
@@ -26,6 +31,7 @@ enum RequestKind : uint8_t {
   kEcho = 1,
   kPush = 2,
   kGoodbye = 3,
+  kExchange = 4,  // the PS's exchange handler answers with buffers of the same sizes
 };
 
 enum RequestFlags : uint8_t {
