@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,7 +62,11 @@ absl::StatusOr<std::shared_ptr<BlockPool::Block>> BlockPool::Take(uint64_t bytes
   }
   if (block == nullptr) {
     auto fresh = std::make_unique<Block>();
-    fresh->data_ = AllocateTensorMemory(bytes, &fresh->size_);
+    try {
+      fresh->data_ = AllocateTensorMemory(bytes, &fresh->size_);
+    } catch (const std::bad_alloc&) {  // a size from the wire may be absurd: refuse, live on
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
+    }
     if (registrar_.prepare && fresh->size_ > 0) {
       if (absl::Status s = registrar_.prepare(fresh->data_, fresh->size_, &fresh->handle_,
                                               &fresh->lkey_);

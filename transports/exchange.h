@@ -84,9 +84,11 @@ struct ExchangeBuffers {
   std::vector<std::span<const std::byte>> request;
   std::vector<std::span<std::byte>> reply;
   std::vector<uint64_t> sizes;
+  // Declared before `keep`, so destroyed after it: what that memory needs (an RDMA device,
+  // to deregister a region).
+  std::shared_ptr<const void> keep_owner;
   std::shared_ptr<BlockPool::Block> block;  // pooled memory the spans may point into
   std::shared_ptr<const void> keep;         // other memory they point into (message, region)
-  std::shared_ptr<const void> keep2;        // and what that needs (the device under a region)
   bool validate = false;                    // checksum the reply once the handler answered
   std::vector<uint64_t> reply_checksums;    // set before the transport is told (OK, validate)
 

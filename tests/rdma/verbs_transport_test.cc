@@ -4,16 +4,27 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
+#include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "payloads/payload.h"
+#include "tests/integration/exchange_handlers.h"
 #include "transports/transport.h"
 
 namespace psbench {
 namespace {
+
+using testing::AddOneHandler;
+using testing::CompareFloats;
+using testing::FailingHandler;
+using testing::FillFloats;
+using testing::HoldingHandler;
+using testing::SyncStepHandler;
+using testing::TrainingSizes;
 
 bool HaveDevice() {
   int n = 0;
@@ -70,12 +81,14 @@ class VerbsTransportTest : public ::testing::TestWithParam<Mode> {
                                  "a Soft-RoCE guest";
   }
 
-  void StartServer(RdmaOptions rdma = {}, int64_t corrupt_every = 0) {
+  void StartServer(RdmaOptions rdma = {}, int64_t corrupt_every = 0,
+                   ExchangeHandler* handler = nullptr) {
     ServerOptions so;
     so.host = "127.0.0.1";
     so.rdma = rdma;
     so.rdma.busy_poll = GetParam().busy_poll;
     so.corrupt_every = corrupt_every;
+    so.exchange_handler = handler;
     auto server = MakeServer("grpc+verbs", so);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -113,12 +126,23 @@ class VerbsTransportTest : public ::testing::TestWithParam<Mode> {
     return first;
   }
 
-  void TearDown() override {
-    if (server_) {
-      server_->Shutdown();
-      server_->Wait();
-    }
+  // One exchange, waited for (bounded).
+  static absl::Status Exchange(Client& c, int request, int reply, uint64_t tag = 7) {
+    c.StartExchange(0, request, reply, tag);
+    auto done = c.Next(absl::Now() + absl::Seconds(30));
+    if (!done.ok()) return done.status();
+    EXPECT_EQ(done->tag, tag);
+    return done->status;
   }
+
+  void StopServer() {
+    if (!server_) return;
+    server_->Shutdown();
+    server_->Wait();
+    server_.reset();
+  }
+
+  void TearDown() override { StopServer(); }
 
   std::unique_ptr<Server> server_;
   std::string address_;
@@ -324,6 +348,243 @@ TEST_P(VerbsTransportTest, BadDeviceAndMtuAreNamed) {
   client = MakeClient("grpc+verbs", co);
   s = (*client)->Connect();
   EXPECT_NE(s.message().find("--rdma-gid-index=60000"), std::string::npos) << s;
+}
+
+// --- kExchange ----------------------------------------------------------------------------
+
+// A request that fits one slot is lent to the handler in place and answered from there; a
+// larger one is gathered into registered pooled memory and answered from there. Either way
+// the reply is written over the request, and lands in the worker's reply payload.
+TEST_P(VerbsTransportTest, ExchangeAnswersInTheSlotOrFromPooledMemory) {
+  AddOneHandler handler;
+  StartServer({}, 0, &handler);
+  int exchanges = 0;
+  uint64_t bytes = 0;
+  for (bool validate : {true, false}) {
+    auto client = Connect({}, validate);
+    ASSERT_NE(client, nullptr);
+    for (bool large : {false, true}) {
+      Payload request(TrainingSizes(large), 1), reply(TrainingSizes(large), 2);
+      auto req = client->Register(request);
+      auto rep = client->Register(reply);
+      ASSERT_TRUE(req.ok() && rep.ok());
+      for (int step = 0; step < 3; ++step) {
+        FillFloats(request, static_cast<float>(step * 10 + large));
+        ASSERT_TRUE(Exchange(*client, *req, *rep).ok()) << "large " << large << " step " << step;
+        EXPECT_EQ(CompareFloats(request, reply, [](float x) { return x + 1; }), "");
+        ++exchanges;
+        bytes += request.total_bytes();
+      }
+    }
+    auto info = client->GetInfo(0);
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->rpcs_served, static_cast<uint64_t>(exchanges));
+    EXPECT_EQ(info->bytes_received, bytes);
+  }
+  EXPECT_EQ(handler.calls(), exchanges);
+  EXPECT_TRUE(handler.aliased());
+}
+
+// One worker, three exchanges held at once (one lent its slot, the others copied), with
+// pushes between them whose acknowledgements overtake the held replies.
+TEST_P(VerbsTransportTest, HeldExchangesAreOvertakenByPushes) {
+  SyncStepHandler handler(3);
+  StartServer({}, 0, &handler);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::unique_ptr<Payload>> requests, replies;
+  std::vector<int> req_ids, rep_ids;
+  for (int k = 0; k < 3; ++k) {
+    requests.push_back(std::make_unique<Payload>(TrainingSizes(false), 10 + k));
+    replies.push_back(std::make_unique<Payload>(TrainingSizes(false), 20 + k));
+    FillFloats(*requests[k], static_cast<float>(k + 1));
+    auto req = client->Register(*requests[k]);
+    auto rep = client->Register(*replies[k]);
+    ASSERT_TRUE(req.ok() && rep.ok());
+    req_ids.push_back(*req);
+    rep_ids.push_back(*rep);
+  }
+  Payload push(std::vector<uint64_t>{1000}, 5);
+  auto push_id = client->Register(push);
+  ASSERT_TRUE(push_id.ok());
+  for (int k = 0; k < 3; ++k) {
+    client->StartExchange(0, req_ids[k], rep_ids[k], k);
+    if (k < 2) client->Start(Op::kPush, 0, *push_id, 100 + k);
+  }
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 5; ++i) {
+    auto done = client->Next(absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->status.ok()) << done->status;
+    order.push_back(done->tag);
+  }
+  // The pushes were answered while the first exchanges were held.
+  EXPECT_EQ(order[0], 100u);
+  EXPECT_EQ(order[1], 101u);
+  for (int k = 0; k < 3; ++k) {
+    // The sum over the three requests, (1 + 2 + 3) + 3 * index.
+    EXPECT_EQ(CompareFloats(*requests[k], *replies[k], [&](float x) {
+                return 6.0f + 3 * (x - static_cast<float>(k + 1));
+              }),
+              "")
+        << k;
+  }
+}
+
+// Three workers, each its own client and thread; every step's requests are held until the
+// last is in, then answered from the handler's own thread.
+TEST_P(VerbsTransportTest, SynchronousStepAnswersEveryWorkerLater) {
+  constexpr int kWorkers = 3, kSteps = 3;
+  SyncStepHandler handler(kWorkers);
+  StartServer({}, 0, &handler);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int w = 0; w < kWorkers; ++w) {
+    clients.push_back(Connect());
+    ASSERT_NE(clients.back(), nullptr);
+  }
+  // Over a slot: chunked both ways, gathered into pooled memory.
+  std::vector<uint64_t> sizes = TrainingSizes(false);
+  sizes.push_back(1 << 20);
+  std::vector<std::string> failures(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      Client& c = *clients[w];
+      Payload request(sizes, 3), reply(sizes, 4);
+      auto req = c.Register(request);
+      auto rep = c.Register(reply);
+      if (!req.ok() || !rep.ok()) {
+        failures[w] = "register failed";
+        return;
+      }
+      for (int step = 1; step <= kSteps; ++step) {
+        FillFloats(request, static_cast<float>(step * (w + 1)));
+        absl::Status s = Exchange(c, *req, *rep, step);
+        if (!s.ok()) {
+          failures[w] = absl::StrCat("step ", step, ": ", s.ToString());
+          return;
+        }
+        std::string diff = CompareFloats(request, reply, [&](float x) {
+          float index = x - static_cast<float>(step * (w + 1));
+          return static_cast<float>(step * 6) + kWorkers * index;
+        });
+        if (!diff.empty()) {
+          failures[w] = absl::StrCat("step ", step, ": ", diff);
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < kWorkers; ++w) EXPECT_EQ(failures[w], "") << "worker " << w;
+  EXPECT_EQ(handler.steps(), kSteps);
+  EXPECT_EQ(handler.max_held(), static_cast<size_t>(kWorkers));
+}
+
+TEST_P(VerbsTransportTest, ExchangeWithoutHandlerFailsAndThePsServesOn) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (bool large : {false, true}) {
+    Payload request(TrainingSizes(large), 1), reply(TrainingSizes(large), 2);
+    auto req = client->Register(request);
+    auto rep = client->Register(reply);
+    ASSERT_TRUE(req.ok() && rep.ok());
+    absl::Status s = Exchange(*client, *req, *rep);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("PS " + address_ + ": "), std::string::npos) << s;
+    EXPECT_NE(s.message().find("does not serve exchanges"), std::string::npos) << s;
+    EXPECT_TRUE(Run(*client, Op::kEcho, *req, 2, 1).ok());
+    EXPECT_TRUE(Run(*client, Op::kPush, *req, 2, 2).ok());
+  }
+}
+
+TEST_P(VerbsTransportTest, ExchangeHandlerErrorsNameThePs) {
+  FailingHandler failing(absl::ResourceExhaustedError("optimizer state does not fit"));
+  StartServer({}, 0, &failing);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Payload request(TrainingSizes(false), 1), reply(TrainingSizes(false), 2);
+  auto req = client->Register(request);
+  auto rep = client->Register(reply);
+  ASSERT_TRUE(req.ok() && rep.ok());
+  for (int i = 0; i < 3; ++i) {  // a refused exchange gives its slot back
+    absl::Status s = Exchange(*client, *req, *rep);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(s.message(), "PS " + address_ + ": optimizer state does not fit");
+  }
+  EXPECT_TRUE(Run(*client, Op::kEcho, *req, 2, 1).ok());
+}
+
+TEST_P(VerbsTransportTest, ExchangeWithMismatchedPayloadsIsInvalidArgument) {
+  AddOneHandler handler;
+  StartServer({}, 0, &handler);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Payload request(TrainingSizes(false), 1), other(std::vector<uint64_t>{16, 4096}, 2);
+  auto req = client->Register(request);
+  auto o = client->Register(other);
+  ASSERT_TRUE(req.ok() && o.ok());
+  for (int reply : {*o, 99, -1}) {
+    EXPECT_EQ(Exchange(*client, *req, reply).code(), absl::StatusCode::kInvalidArgument);
+  }
+  client->Start(Op::kExchange, 0, *req, 1);
+  auto done = client->Next(absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->status.code(), absl::StatusCode::kInvalidArgument) << done->status;
+  EXPECT_EQ(handler.calls(), 0);
+}
+
+TEST_P(VerbsTransportTest, CorruptedExchangeIsDataLoss) {
+  AddOneHandler handler;
+  StartServer({}, /*corrupt_every=*/1, &handler);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (bool large : {false, true}) {
+    Payload request(TrainingSizes(large), 1), reply(TrainingSizes(large), 2);
+    auto req = client->Register(request);
+    auto rep = client->Register(reply);
+    ASSERT_TRUE(req.ok() && rep.ok());
+    absl::Status s = Exchange(*client, *req, *rep);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+  }
+  EXPECT_EQ(handler.calls(), 0);
+}
+
+// A PS that stops while its handler holds a lent slot and a pooled request: the workers get
+// an error, not a hang, and answers after the server is gone write their (still valid)
+// memory and do nothing else.
+TEST_P(VerbsTransportTest, ShutdownCancelsHeldExchanges) {
+  HoldingHandler handler;
+  StartServer({}, 0, &handler);
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<Payload>> payloads;
+  for (int w = 0; w < 2; ++w) {
+    clients.push_back(Connect());
+    ASSERT_NE(clients.back(), nullptr);
+    payloads.push_back(std::make_unique<Payload>(TrainingSizes(w == 1), 1));
+    payloads.push_back(std::make_unique<Payload>(TrainingSizes(w == 1), 2));
+    auto req = clients[w]->Register(*payloads[2 * w]);
+    auto rep = clients[w]->Register(*payloads[2 * w + 1]);
+    ASSERT_TRUE(req.ok() && rep.ok());
+    clients[w]->StartExchange(0, *req, *rep, 1);
+  }
+  // The workers' threads drive their sends: poll them until both exchanges are held.
+  for (int i = 0; i < 300 && !handler.WaitHeld(2, std::chrono::milliseconds(1)); ++i) {
+    for (auto& c : clients) (void)c->Next(absl::Now() + absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(handler.WaitHeld(2, std::chrono::seconds(1)));
+  auto stopped = std::async(std::launch::async, [this] { StopServer(); });
+  ASSERT_EQ(stopped.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "Shutdown hangs on held exchanges";
+  for (auto& c : clients) {
+    auto done = c->Next(absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_FALSE(done->status.ok());
+    EXPECT_NE(done->status.message().find("PS " + address_), std::string::npos) << done->status;
+  }
+  handler.AnswerAll(absl::OkStatus());
 }
 
 INSTANTIATE_TEST_SUITE_P(Poll, VerbsTransportTest,

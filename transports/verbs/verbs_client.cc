@@ -5,6 +5,7 @@
 // completion hops between threads on its way to the benchmark loop.
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,6 +17,7 @@
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
 #include "transports/data_meta.h"
+#include "transports/exchange.h"
 #include "transports/verbs/verbs_transport.h"
 
 namespace psbench::verbs {
@@ -37,6 +39,13 @@ struct PendingOp {
   uint64_t received = 0;  // echo bytes back so far
   BufferChecksums checksums;
   std::string ps_error;  // the PS's own finding (echo with --validate)
+  // kExchange: where the reply goes, the PS's verdict, and the copy into the reply buffers.
+  const Registered* reply_reg = nullptr;
+  std::vector<uint64_t> sent_checksums;  // of the request as it was sent
+  bool reply_started = false;
+  ExchangeReplyMeta reply;
+  std::vector<std::span<std::byte>> reply_buffers;
+  ScatterWriter writer;
 };
 
 struct Peer {
@@ -51,7 +60,9 @@ struct Peer {
   wire::VerbsSetupReply session_end;
   std::unique_ptr<Connection> conn;
   uint32_t next_request = 1;
-  std::deque<std::unique_ptr<PendingOp>> in_flight;  // replies come back in this order
+  // Oldest first. Replies come back in this order, except that an exchange's (which its
+  // handler may hold) can overtake others.
+  std::deque<std::unique_ptr<PendingOp>> in_flight;
   absl::Status failure;
 };
 
@@ -188,21 +199,17 @@ class VerbsClient final : public Client {
   }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
+    if (op == Op::kExchange) {
+      ready_.push_back({tag, absl::InvalidArgumentError(
+                                 "kExchange needs a reply payload: use StartExchange")});
+      return;
+    }
     Peer& p = peers_[server];
     if (!p.failure.ok()) {
       ready_.push_back({tag, p.failure});
       return;
     }
-    if (p.in_flight.empty()) last_progress_ = absl::Now();  // a stall is counted from here
-    std::unique_ptr<PendingOp> pending;
-    if (spare_ops_.empty()) {
-      pending = std::make_unique<PendingOp>();
-    } else {
-      pending = std::move(spare_ops_.back());
-      spare_ops_.pop_back();
-      pending->received = 0;
-      pending->ps_error.clear();
-    }
+    std::unique_ptr<PendingOp> pending = TakeOp(p);
     pending->tag = tag;
     pending->op = op;
     pending->reg = registered_[payload].get();
@@ -221,8 +228,53 @@ class VerbsClient final : public Client {
     if (!p.conn->failure().ok()) FailPeer(server, p.conn->failure());
   }
 
-  void StartExchange(size_t, int, int, uint64_t tag) override {
-    ready_.push_back({tag, absl::UnimplementedError("kExchange is not carried by this data plane yet")});
+  void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
+    const Registered* req = Lookup(request);
+    const Registered* rep = Lookup(reply);
+    absl::Status s = server < peers_.size()
+                         ? CheckExchangePayloads(req ? req->payload : nullptr,
+                                                 rep ? rep->payload : nullptr)
+                         : absl::InvalidArgumentError(absl::StrCat(
+                               "StartExchange: no PS ", server, " (", peers_.size(), " PS)"));
+    // The PS's reply metadata (sizes, checksums, an error text) comes in one of our slots.
+    if (s.ok() && kHeaderBytes + MaxExchangeReplyMetaBytes(req->payload->num_buffers()) >
+                      options_.rdma.slot_bytes) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "an exchange of ", req->payload->num_buffers(), " buffers needs ",
+          MaxExchangeReplyMetaBytes(req->payload->num_buffers()),
+          " bytes of reply metadata, more than one RDMA slot (--rdma-slot-size=",
+          options_.rdma.slot_bytes, ") holds"));
+    }
+    if (!s.ok()) {
+      ready_.push_back({tag, std::move(s)});
+      return;
+    }
+    Peer& p = peers_[server];
+    if (!p.failure.ok()) {
+      ready_.push_back({tag, p.failure});
+      return;
+    }
+    std::unique_ptr<PendingOp> pending = TakeOp(p);
+    pending->tag = tag;
+    pending->op = Op::kExchange;
+    pending->reg = req;
+    pending->reply_reg = rep;
+    pending->request_id = p.next_request++;
+    pending->deadline = absl::Now() + options_.rpc_timeout;
+    const Payload& payload = *req->payload;
+    // Metadata of this exchange's own: the request's bytes, and so its checksums, are new.
+    if (options_.validate) payload.ComputeChecksums(&pending->sent_checksums);
+    OutMessage m;
+    m.kind = kExchange;
+    m.flags = options_.validate ? kValidate : 0;
+    m.request_id = pending->request_id;
+    m.own_meta = EncodePayloadMeta(payload.sizes(),
+                                   options_.validate ? &pending->sent_checksums : nullptr);
+    m.shared_data = req->sges;
+    m.data_bytes = payload.total_bytes();
+    p.in_flight.push_back(std::move(pending));
+    p.conn->Send(std::move(m));
+    if (!p.conn->failure().ok()) FailPeer(server, p.conn->failure());
   }
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
@@ -268,6 +320,25 @@ class VerbsClient final : public Client {
   }
 
  private:
+  const Registered* Lookup(int payload) const {
+    return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
+               ? registered_[payload].get()
+               : nullptr;
+  }
+
+  // A pending op, reused (no allocation per op).
+  std::unique_ptr<PendingOp> TakeOp(Peer& p) {
+    if (p.in_flight.empty()) last_progress_ = absl::Now();  // a stall is counted from here
+    if (spare_ops_.empty()) return std::make_unique<PendingOp>();
+    std::unique_ptr<PendingOp> op = std::move(spare_ops_.back());
+    spare_ops_.pop_back();
+    op->received = 0;
+    op->ps_error.clear();
+    op->reply_reg = nullptr;
+    op->reply_started = false;
+    return op;
+  }
+
   // Starts the session call and waits, up to --connect-timeout, for the PS's endpoint.
   absl::StatusOr<wire::VerbsSetupReply> OpenSession(Peer& p, const wire::VerbsSetupRequest& request) {
     p.session_context = std::make_unique<grpc::ClientContext>();
@@ -380,27 +451,36 @@ class VerbsClient final : public Client {
     p.in_flight.clear();
   }
 
-  void Complete(size_t server, absl::Status status) {
+  using OpIt = std::deque<std::unique_ptr<PendingOp>>::iterator;
+
+  void Complete(size_t server, OpIt op, absl::Status status) {
     Peer& p = peers_[server];
     if (!status.ok()) {
       status = absl::Status(status.code(), absl::StrCat("PS ", p.address, ": ", status.message()));
     }
-    ready_.push_back({p.in_flight.front()->tag, std::move(status)});
-    spare_ops_.push_back(std::move(p.in_flight.front()));  // reused: no allocation per op
-    p.in_flight.pop_front();
+    ready_.push_back({(*op)->tag, std::move(status)});
+    spare_ops_.push_back(std::move(*op));  // reused: no allocation per op
+    p.in_flight.erase(op);
   }
 
   void OnChunk(size_t server, const InChunk& c) {
     Peer& p = peers_[server];
     Connection& conn = *p.conn;
     const ChunkHeader& h = *c.header;
-    if (p.in_flight.empty() || h.request_id != p.in_flight.front()->request_id) {
+    // Usually the oldest; an exchange's reply may come before others.
+    auto it = std::find_if(p.in_flight.begin(), p.in_flight.end(),
+                           [&](const auto& op) { return op->request_id == h.request_id; });
+    if (it == p.in_flight.end()) {
       conn.ReleaseSlot(c.slot);
       FailPeer(server, absl::DataLossError(absl::StrCat(
-                           "reply to request ", h.request_id, " arrived out of order")));
+                           "reply to request ", h.request_id, ", which is not in flight")));
       return;
     }
-    PendingOp& op = *p.in_flight.front();
+    PendingOp& op = **it;
+    if (op.op == Op::kExchange) {
+      OnExchangeReply(server, it, c);
+      return;
+    }
     const Payload& payload = *op.reg->payload;
     if (op.op == Op::kPush) {
       auto ack = h.kind == kAck ? DecodeAckMeta(c.meta)
@@ -417,7 +497,7 @@ class VerbsClient final : public Client {
       } else if (options_.validate) {
         s = grpc_transport::CompareChecksums(payload.checksums(), ack->checksums, payload.sizes());
       }
-      Complete(server, s);
+      Complete(server, it, s);
       return;
     }
     if (h.kind != kEchoReply || h.total_bytes != payload.total_bytes() || h.offset != op.received) {
@@ -438,7 +518,59 @@ class VerbsClient final : public Client {
     } else if (options_.validate) {
       s = grpc_transport::CompareChecksums(payload.checksums(), op.checksums.checksums(), payload.sizes());
     }
-    Complete(server, s);
+    Complete(server, it, s);
+  }
+
+  // An exchange's reply: the PS's verdict in the first chunk's metadata, then the reply,
+  // copied out of our slots into the reply payload's buffers as it comes.
+  void OnExchangeReply(size_t server, OpIt it, const InChunk& c) {
+    Connection& conn = *peers_[server].conn;
+    const ChunkHeader& h = *c.header;
+    PendingOp& op = **it;
+    const Payload& request = *op.reg->payload;
+    // The connection's order is lost with a reply out of shape: the PS is failed.
+    auto out_of_shape = [&](absl::string_view why) {
+      conn.ReleaseSlot(c.slot);
+      FailPeer(server, absl::DataLossError(why));
+    };
+    if (h.kind != kExchangeReply) return out_of_shape("an exchange reply of the wrong kind");
+    if (!op.reply_started) {
+      if (!(h.flags & kFirst)) return out_of_shape("an exchange reply without its start");
+      if (absl::Status s = DecodeExchangeReplyMeta(c.meta, &op.reply); !s.ok()) {
+        return out_of_shape(s.message());
+      }
+      op.reply_started = true;
+      if (op.reply.code != absl::StatusCode::kOk) {
+        if (h.total_bytes != 0) return out_of_shape("an exchange reply with an error and data");
+        conn.ReleaseSlot(c.slot);
+        Complete(server, it, absl::Status(op.reply.code, op.reply.error));
+        return;
+      }
+      if (absl::Status s = CheckReplySizes(op.reply.sizes, request.sizes()); !s.ok()) {
+        return out_of_shape(s.message());
+      }
+      if (h.total_bytes != request.total_bytes()) {
+        return out_of_shape("an exchange reply of another size than its buffers");
+      }
+      op.reply_buffers = ReplyBuffers(*op.reply_reg->payload);
+      op.writer.Reset(op.reply_buffers);
+    }
+    if (h.offset != op.received || !op.writer.Write(c.data)) {
+      return out_of_shape("an exchange reply out of order");
+    }
+    op.received += c.data.size();
+    conn.ReleaseSlot(c.slot);
+    if (op.received < request.total_bytes()) return;
+    absl::Status s;
+    if (options_.validate) {
+      if (op.reply.checksums.size() != request.num_buffers()) {
+        s = absl::DataLossError("the PS sent no checksums of its exchange reply");
+      } else {
+        op.reply_reg->payload->ComputeChecksums(&checksums_);
+        s = grpc_transport::CompareChecksums(op.reply.checksums, checksums_, request.sizes());
+      }
+    }
+    Complete(server, it, s);
   }
 
   ClientOptions options_;
@@ -450,6 +582,7 @@ class VerbsClient final : public Client {
   std::vector<std::unique_ptr<Registered>> registered_;
   std::deque<Completion> ready_;
   std::vector<std::unique_ptr<PendingOp>> spare_ops_;
+  std::vector<uint64_t> checksums_;  // scratch
   absl::Time last_probe_ = absl::InfinitePast();
   absl::Time last_progress_ = absl::Now();
   absl::Time last_expiry_check_ = absl::InfinitePast();

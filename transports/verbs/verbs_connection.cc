@@ -287,7 +287,9 @@ bool Connection::PostChunk(OutMessage& m) {
 
   uint32_t slot = static_cast<uint32_t>(sent_chunks_ % ring_out_);
   uint64_t remote = remote_addr_ + slot * remote_slot_bytes_;
-  bool signaled = ShouldSignal(wrs);
+  // Memory a message holds (pooled, reused for the next one) comes back once its last write
+  // is retired: ask for that completion rather than wait for the next periodic one.
+  bool signaled = ShouldSignal(wrs) || (last && m.hold != nullptr);
   wr_scratch_.assign(wrs, ibv_send_wr{});
   uint64_t chunk_bytes = kHeaderBytes + meta_bytes + take;
   size_t next = 0;
@@ -326,7 +328,7 @@ bool Connection::PostChunk(OutMessage& m) {
   out_started_ = true;
   out_sge_ = sge;
   out_sge_offset_ = sge_offset;
-  sends_.push_back({wrs, staging_head_, signaled});
+  sends_.push_back({wrs, staging_head_, signaled, last ? std::move(m.hold) : nullptr});
   if (last) {
     out_.pop_front();
     out_sent_ = 0;
@@ -355,7 +357,7 @@ void Connection::PostCreditUpdate() {
   credit_update_pending_ = false;
   ++sq_used_;
   unsignaled_wrs_ = signaled ? 0 : unsignaled_wrs_ + 1;
-  sends_.push_back({1, staging_head_, signaled});
+  sends_.push_back({1, staging_head_, signaled, nullptr});
 }
 
 void Connection::Probe() {
@@ -369,7 +371,7 @@ void Connection::Probe() {
   if (ibv_post_send(qp_, &wr, &bad) != 0) return;
   ++sq_used_;
   unsignaled_wrs_ = 0;
-  sends_.push_back({1, staging_head_, true});
+  sends_.push_back({1, staging_head_, true, nullptr});
 }
 
 bool Connection::SendsRetired() {
@@ -383,6 +385,10 @@ bool Connection::SendsRetired() {
 void Connection::Fail(absl::Status status) {
   if (!failure_.ok()) return;
   failure_ = std::move(status);
+  // A message partly posted may still be read by the adapter until the QP is destroyed.
+  for (OutMessage& m : out_) {
+    if (m.hold) failed_holds_.push_back(std::move(m.hold));
+  }
   out_.clear();
   // Flush whatever is still posted, so the queue pair goes quiet.
   ibv_qp_attr attr{};
@@ -407,7 +413,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
         Fail(absl::InternalError("send completion without a send"));
         return failure_;
       }
-      SentRecord record = sends_.front();
+      SentRecord record = std::move(sends_.front());
       sends_.pop_front();
       sq_used_ -= record.wrs;
       staging_tail_ = record.staging_end;
@@ -451,7 +457,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
   std::memcpy(&header_, base, kHeaderBytes);
   const ChunkHeader& h = header_;
   uint64_t room = slot_bytes_ - kHeaderBytes;
-  if (h.magic != kChunkMagic || h.kind < kPush || h.kind > kAck || h.meta_bytes > room ||
+  if (h.magic != kChunkMagic || h.kind < kPush || h.kind > kExchangeReply || h.meta_bytes > room ||
       h.data_bytes > room - h.meta_bytes || h.offset > h.total_bytes ||
       h.data_bytes > h.total_bytes - h.offset) {
     Fail(absl::DataLossError(absl::StrCat("malformed RDMA chunk from ", peer_)));

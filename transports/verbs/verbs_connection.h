@@ -43,6 +43,9 @@ struct OutMessage {
   // posted, so its credit rides in that chunk. Safe: the peer can reuse the slot only after
   // that chunk reached it, and by then our adapter has read every byte sent before it.
   int64_t release_slot = -1;
+  // Memory the data lies in (and the gather list, when it is not the payload's), kept until
+  // the adapter is done with the message: released when its last write is retired.
+  std::shared_ptr<const void> hold;
 
   std::string_view meta() const { return own_meta.empty() ? shared_meta : own_meta; }
   std::span<const ibv_sge> data() const {
@@ -67,6 +70,9 @@ class Connection {
   ~Connection();
 
   uint32_t qpn() const { return qp_->qp_num; }
+  // The receive region, for a receiver that lends a slot's bytes out beyond the connection's
+  // life (an exchange its handler holds). Deregistering it needs the device.
+  std::shared_ptr<Region> recv_region() const { return recv_region_; }
   const std::string& peer() const { return peer_; }
   wire::VerbsEndpoint LocalEndpoint() const;
   // Moves the QP through RTR and RTS towards `remote` and posts the receives.
@@ -112,6 +118,7 @@ class Connection {
     uint32_t wrs;
     uint64_t staging_end;  // ring position to release up to
     bool signaled;
+    std::shared_ptr<const void> hold;  // a message's OutMessage::hold, on its last write
   };
 
   const Device* device_ = nullptr;
@@ -120,7 +127,7 @@ class Connection {
   uint32_t psn_ = 0;
   int max_sge_ = 1;
   uint32_t max_inline_ = 0;
-  std::unique_ptr<Region> recv_region_;
+  std::shared_ptr<Region> recv_region_;
   uint32_t slots_ = 0;
   uint64_t slot_bytes_ = 0;
   std::unique_ptr<Region> staging_;
@@ -150,6 +157,7 @@ class Connection {
   uint32_t sq_used_ = 0;
   std::deque<SentRecord> sends_;
   std::deque<OutMessage> out_;
+  std::vector<std::shared_ptr<const void>> failed_holds_;  // see Fail()
   uint64_t out_sent_ = 0;  // bytes of out_.front() already sent
   bool out_started_ = false;
   size_t out_sge_ = 0;         // gather cursor in out_.front().data

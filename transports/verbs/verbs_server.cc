@@ -1,11 +1,13 @@
 // PS side of grpc+verbs. The gRPC server (control plane) gains a PsVerbs service that sets up
 // one RC queue pair per worker and PS; one completion thread per device then serves every
-// connection: it checks pushes and acknowledges them, and echoes payloads straight back from
-// the slot they arrived in.
+// connection: it checks pushes and acknowledges them, echoes payloads straight back from
+// the slot they arrived in, and hands exchanges to the exchange handler, whose answers come
+// back to it through a queue (the handler may answer from any thread) to be posted.
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
 #include "transports/data_meta.h"
+#include "transports/exchange.h"
 #include "transports/verbs/verbs_transport.h"
 
 namespace psbench::verbs {
@@ -30,12 +33,45 @@ struct Request {
   bool corrupt = false;  // fault injection: damage one byte of this payload
   PayloadMeta meta;
   BufferChecksums checksums;
+  // kExchange.
+  bool meta_ok = false;
+  absl::Status refused;  // why the handler will not see it (set on the first chunk)
+  std::shared_ptr<ExchangeBuffers> exchange;
+  bool in_slot = false;  // all in the first chunk's slot, where the handler sees it
+  ScatterWriter gather;  // otherwise: copied chunk by chunk into pooled memory
 };
 
 struct PsConnection {
   std::unique_ptr<Connection> conn;
+  uint64_t serial = 0;  // QP numbers are reused: this is not
   Request request;
   bool failure_logged = false;
+  // Exchanges a handler holds in one of this connection's slots. A held slot holds back the
+  // credits of every slot after it, so at most one is lent at a time; others are copied.
+  int slots_lent = 0;
+};
+
+// An exchange the handler holds, until its answer is sent.
+struct HeldExchange {
+  uint32_t qpn = 0;
+  uint64_t serial = 0;
+  uint32_t request_id = 0;
+  std::shared_ptr<ExchangeBuffers> buffers;
+  int64_t slot = -1;  // lent: the reply goes back from the slot, which then is freed
+  ibv_sge slot_data{};
+};
+
+// An exchange's verdict, queued by the handler's `done` for the completion thread.
+struct Answer {
+  uint64_t id;
+  absl::Status status;
+  bool answered;  // false: cancelled, and the handler may still write the reply memory
+};
+
+// A reply gathered from pooled memory: the gather list, and the buffers it points into.
+struct ReplyGather {
+  std::shared_ptr<ExchangeBuffers> buffers;
+  std::vector<ibv_sge> sges;
 };
 
 class VerbsServer final : public Server, public wire::PsVerbs::Service {
@@ -45,12 +81,31 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   ~VerbsServer() override {
     Shutdown();
     Wait();
+    hub_->Close(ExchangeCancelledError());  // answers from now on do nothing
   }
 
   absl::StatusOr<int> Start() override {
     auto device = Device::Open(options_.rdma);
     if (!device.ok()) return device.status();
     device_ = std::move(*device);
+    // Pooled exchange memory is registered once per block; a block (and so the device) may
+    // outlive this server while a handler holds it.
+    BlockPool::Registrar registrar;
+    registrar.prepare = [device = device_](std::byte* data, size_t size, void** handle,
+                                           uint32_t* key) {
+      ibv_mr* mr = ibv_reg_mr(device->pd(), data, size, IBV_ACCESS_LOCAL_WRITE);
+      if (mr == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "ibv_reg_mr of ", size, " bytes for an exchange failed: ", ErrnoText(errno)));
+      }
+      *handle = mr;
+      *key = mr->lkey;
+      return absl::OkStatus();
+    };
+    registrar.release = [device = device_](void* handle) {
+      ibv_dereg_mr(static_cast<ibv_mr*>(handle));
+    };
+    pool_ = BlockPool::Create(std::move(registrar));
     auto cq = CompletionQueue::Create(*device_, 65536);
     if (!cq.ok()) return cq.status();
     cq_ = std::move(*cq);
@@ -86,6 +141,10 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
 
   void Shutdown() override {
     stop_sessions_ = true;
+    // The completion thread fails the exchanges the handler holds while their connections
+    // are still there to carry the news.
+    closing_ = true;
+    if (cq_) cq_->Wake();
     if (control_) control_->Shutdown();
   }
 
@@ -147,6 +206,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       uint32_t qpn = c->qpn();
       auto pc = std::make_unique<PsConnection>();
       pc->conn = std::move(c);
+      pc->serial = next_serial_++;
       connections_[qpn] = std::move(pc);
     }
   }
@@ -162,6 +222,11 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     ibv_wc wc[32];
     while (!stop_) {
       if (changed_.exchange(false)) ApplyChanges();
+      if (closing_ && !closed_) {
+        closed_ = true;
+        hub_->Close(ExchangeCancelledError());  // queues an answer for each held exchange
+      }
+      if (answers_pending_.load(std::memory_order_acquire)) SendAnswers();
       int n = cq_->Poll(wc, 32);
       if (n == 0 && !options_.rdma.busy_poll) {
         auto got = cq_->Sleep(absl::Milliseconds(200), wc, 32);
@@ -199,6 +264,10 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     const ChunkHeader& h = *c.header;
     Request& r = pc.request;
     Connection& conn = *pc.conn;
+    if (h.kind == kExchange) {
+      OnExchangeChunk(pc, c);
+      return;
+    }
     if (h.kind != kPush && h.kind != kEcho) {
       conn.ReleaseSlot(c.slot);
       return;
@@ -271,8 +340,192 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     conn.Send(std::move(m));
   }
 
+  // An exchange's chunks. A request that came whole in one slot is lent to the handler in
+  // place (it reads the request and writes the reply there, which goes back from there);
+  // any other is copied, chunk by chunk, into registered pooled memory, its slots freed at
+  // once, and the reply goes back from that memory.
+  void OnExchangeChunk(PsConnection& pc, const InChunk& c) {
+    const ChunkHeader& h = *c.header;
+    Request& r = pc.request;
+    Connection& conn = *pc.conn;
+    if (h.flags & kFirst) {
+      r.id = h.request_id;
+      r.kind = kExchange;
+      r.total = h.total_bytes;
+      r.received = 0;
+      r.validate = h.flags & kValidate;
+      r.corrupt = ShouldCorrupt();
+      r.meta_ok = DecodePayloadMeta(c.meta, r.validate, h.total_bytes, &r.meta).ok();
+      r.exchange.reset();
+      r.in_slot = false;
+      r.refused = absl::OkStatus();
+      if (hub_->handler() == nullptr) {
+        r.refused = NoExchangeHandlerError();
+      } else if (!r.meta_ok) {
+        r.refused = absl::DataLossError("PS: malformed payload metadata");
+      } else {
+        r.refused = PlaceExchange(pc, c);
+      }
+    } else if (r.kind != kExchange || h.request_id != r.id || h.offset != r.received) {
+      conn.ReleaseSlot(c.slot);
+      return;  // out of sequence: cannot happen on an RC queue pair
+    }
+    std::span<std::byte> data = c.data;
+    // Injected faults hit an exchange before the PS checks it, as a push.
+    if (r.corrupt && !data.empty()) {
+      data[data.size() / 2] ^= std::byte{0x5a};
+      r.corrupt = false;
+    }
+    if (r.exchange && !r.in_slot) r.gather.Write(data);
+    r.received += data.size();
+    if (!r.in_slot) conn.ReleaseSlot(c.slot);
+    if (r.received < r.total) return;
+    absl::Status verdict = r.refused;
+    if (verdict.ok() && r.validate) {
+      if (absl::Status s = VerifyRequest(*r.exchange, r.meta.checksums); !s.ok()) {
+        verdict = absl::DataLossError(absl::StrCat("PS: ", s.message()));
+      }
+    }
+    if (!verdict.ok()) {
+      if (r.in_slot) conn.ReleaseSlot(c.slot);
+      r.exchange.reset();
+      SendExchangeReply(conn, r.id, verdict, nullptr);
+      return;
+    }
+    rpcs_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(r.total, std::memory_order_relaxed);
+    const uint64_t id = next_exchange_++;
+    HeldExchange& x = held_[id];
+    x.qpn = conn.qpn();
+    x.serial = pc.serial;
+    x.request_id = r.id;
+    x.buffers = std::move(r.exchange);
+    if (r.in_slot) {
+      x.slot = c.slot;
+      x.slot_data = {reinterpret_cast<uint64_t>(c.data.data()), static_cast<uint32_t>(c.data.size()),
+                     c.lkey};
+      ++pc.slots_lent;
+    }
+    // `done` may run on any thread: it only queues the verdict, and wakes this thread.
+    auto deliver = [this, id](const absl::Status& s, bool answered) {
+      {
+        std::lock_guard lock(answers_mu_);
+        answers_.push_back({id, s, answered});
+        answers_pending_.store(true, std::memory_order_release);
+      }
+      cq_->Wake();
+    };
+    if (!hub_->Run(held_[id].buffers, std::move(deliver))) {
+      {
+        std::lock_guard lock(answers_mu_);
+        answers_.push_back({id, ExchangeCancelledError(), /*answered=*/true});
+      }
+      answers_pending_.store(true, std::memory_order_release);
+    }
+  }
+
+  // Where the handler will see an exchange's buffers. Returns why it cannot, if it cannot.
+  absl::Status PlaceExchange(PsConnection& pc, const InChunk& c) {
+    Request& r = pc.request;
+    auto buffers = std::make_shared<ExchangeBuffers>();
+    buffers->sizes = r.meta.sizes;
+    buffers->validate = r.validate;
+    if (c.header->data_bytes == r.total && pc.slots_lent == 0) {
+      r.in_slot = true;
+      buffers->keep_owner = device_;
+      buffers->keep = pc.conn->recv_region();  // may outlive the connection, held
+      uint64_t offset = 0;
+      for (uint64_t size : buffers->sizes) {
+        std::byte* p = size == 0 ? nullptr : c.data.data() + offset;
+        buffers->request.emplace_back(p, size);
+        buffers->reply.emplace_back(p, size);
+        offset += size;
+      }
+    } else {
+      std::vector<uint64_t> offsets;
+      auto block = pool_->Take(LayOutBuffers(buffers->sizes, &offsets));
+      if (!block.ok()) return absl::Status(block.status().code(), absl::StrCat("PS: ", block.status().message()));
+      buffers->block = std::move(*block);
+      buffers->PlaceReply(offsets);
+      buffers->request.assign(buffers->reply.begin(), buffers->reply.end());  // in place
+    }
+    r.exchange = std::move(buffers);
+    if (!r.in_slot) r.gather.Reset(r.exchange->reply);
+    return absl::OkStatus();
+  }
+
+  // Posts what the handler's `done` queued.
+  void SendAnswers() {
+    std::vector<Answer> answers;
+    {
+      std::lock_guard lock(answers_mu_);
+      answers.swap(answers_);
+      answers_pending_.store(false, std::memory_order_relaxed);
+    }
+    for (const Answer& a : answers) {
+      auto it = held_.find(a.id);
+      if (it == held_.end()) continue;
+      HeldExchange x = std::move(it->second);
+      held_.erase(it);
+      auto c = connections_.find(x.qpn);
+      if (c == connections_.end() || c->second->serial != x.serial) continue;  // worker gone
+      PsConnection& pc = *c->second;
+      if (!a.answered) {
+        // Cancelled: the handler may still write the slot, which therefore stays lent (the
+        // connection is going away).
+        SendExchangeReply(*pc.conn, x.request_id, a.status, nullptr);
+        continue;
+      }
+      if (x.slot >= 0) --pc.slots_lent;
+      if (!a.status.ok()) {
+        if (x.slot >= 0) pc.conn->ReleaseSlot(static_cast<uint32_t>(x.slot));
+        SendExchangeReply(*pc.conn, x.request_id, a.status, nullptr);
+        continue;
+      }
+      SendExchangeReply(*pc.conn, x.request_id, a.status, &x);
+    }
+  }
+
+  // The verdict as metadata, then (OK) the reply, from the lent slot (which the last chunk
+  // frees) or from pooled memory (held until the adapter is done with it).
+  void SendExchangeReply(Connection& conn, uint32_t request_id, const absl::Status& status,
+                         HeldExchange* x) {
+    ExchangeReplyMeta meta;
+    meta.code = status.code();
+    meta.error = std::string(status.message());
+    OutMessage m;
+    m.kind = kExchangeReply;
+    m.request_id = request_id;
+    if (x != nullptr) {
+      const ExchangeBuffers& b = *x->buffers;
+      meta.sizes = b.sizes;
+      if (b.validate) meta.checksums = b.reply_checksums;
+      for (uint64_t size : b.sizes) m.data_bytes += size;
+      if (x->slot >= 0) {
+        // The connection owns the slot, and the last chunk frees it: nothing to hold.
+        m.own_sge = x->slot_data;
+        m.release_slot = x->slot;
+      } else {
+        auto gather = std::make_shared<ReplyGather>();
+        gather->buffers = x->buffers;
+        for (const auto& buffer : b.reply) {
+          // An SGE carries at most 4 GiB - 1.
+          for (uint64_t at = 0; at < buffer.size(); at += 1u << 30) {
+            gather->sges.push_back({reinterpret_cast<uint64_t>(buffer.data() + at),
+                                    static_cast<uint32_t>(std::min<uint64_t>(buffer.size() - at, 1u << 30)),
+                                    b.block->lkey()});
+          }
+        }
+        m.shared_data = gather->sges;
+        m.hold = std::move(gather);
+      }
+    }
+    EncodeExchangeReplyMeta(meta, &m.own_meta);
+    conn.Send(std::move(m));
+  }
+
   ServerOptions options_;
-  std::unique_ptr<Device> device_;
+  std::shared_ptr<Device> device_;
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<Server> control_;
   std::thread poller_;
@@ -291,8 +544,21 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   uint32_t cq_budget_used_ = 0;
   std::atomic<bool> changed_{false};
 
+  // kExchange. The hub is closed (by the completion thread, on Shutdown) before this server
+  // goes: `done`s after that do nothing.
+  const std::shared_ptr<ExchangeHub> hub_{ExchangeHub::Create(options_.exchange_handler)};
+  std::shared_ptr<BlockPool> pool_;
+  std::atomic<bool> closing_{false};
+  std::mutex answers_mu_;
+  std::vector<Answer> answers_;
+  std::atomic<bool> answers_pending_{false};
+
   // Owned by the completion thread.
   absl::flat_hash_map<uint32_t, std::unique_ptr<PsConnection>> connections_;
+  uint64_t next_serial_ = 0;
+  absl::flat_hash_map<uint64_t, HeldExchange> held_;
+  uint64_t next_exchange_ = 0;
+  bool closed_ = false;
 };
 
 }  // namespace

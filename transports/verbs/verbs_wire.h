@@ -11,9 +11,15 @@
 // kCreditBit set and the count's low 31 bits. A payload that does not fit one slot goes in
 // several chunks; chunks of one connection arrive in order.
 //
-// Worker -> PS: kPush / kEcho chunks; metadata = PayloadMeta.
-// PS -> worker: kEchoReply chunks (the PS writes back from its own slot, no copy), or one
-//               kAck whose metadata is AckMeta.
+// Worker -> PS: kPush / kEcho / kExchange chunks; metadata = PayloadMeta.
+// PS -> worker: kEchoReply chunks (the PS writes back from its own slot, no copy), one kAck
+//               whose metadata is AckMeta, or kExchangeReply chunks whose metadata is
+//               ExchangeReplyMeta (data_meta.h) and whose data, only when its verdict is OK,
+//               is the reply: written back from the slot the request arrived in when it
+//               fitted one, else from registered pooled memory the PS gathered it into. The
+//               worker copies it into its reply payload. An exchange's handler may hold it,
+//               so its reply may overtake replies to later requests: the worker matches
+//               replies by request_id (chunks of one message still arrive together, in order).
 #ifndef PSBENCH_TRANSPORTS_VERBS_VERBS_WIRE_H_
 #define PSBENCH_TRANSPORTS_VERBS_VERBS_WIRE_H_
 
@@ -25,7 +31,14 @@ inline constexpr uint32_t kChunkMagic = 0x56425350;  // "PSBV"
 inline constexpr uint32_t kCreditBit = 0x80000000u;
 inline constexpr uint32_t kSlotMask = 0xffffu;
 
-enum ChunkKind : uint8_t { kPush = 1, kEcho = 2, kEchoReply = 3, kAck = 4 };
+enum ChunkKind : uint8_t {
+  kPush = 1,
+  kEcho = 2,
+  kEchoReply = 3,
+  kAck = 4,
+  kExchange = 5,
+  kExchangeReply = 6,
+};
 
 enum ChunkFlags : uint8_t {
   kFirst = 1,
