@@ -139,7 +139,7 @@ int ModelBuilder::MaxPool(int in, const std::string& name, int kernel, int strid
   layer.inputs = {in};
   SetWindow(&layer, in, kernel, kernel, stride, pad);
   layer.out.c = model_.layers[in].out.c;
-  layer.forward_flops = double{kernel} * kernel * layer.out.elements();
+  layer.forward_flops = double(kernel) * kernel * layer.out.elements();
   return Append(std::move(layer));
 }
 
@@ -173,7 +173,7 @@ int ModelBuilder::Lrn(int in, const std::string& name, int size, float alpha, fl
   layer.lrn_alpha = alpha;
   layer.lrn_beta = beta;
   layer.lrn_k = k;
-  layer.forward_flops = double{size} * 2 * layer.out.elements();
+  layer.forward_flops = double(size) * 2 * layer.out.elements();
   return Append(std::move(layer));
 }
 
