@@ -324,6 +324,9 @@ void DnnlNetwork::BuildBatchNorm(int index) {
              {DNNL_ARG_VARIANCE, node.variance},
              {DNNL_ARG_DIFF_DST, out.diff}}};
   if (layer.relu) back.args[DNNL_ARG_WORKSPACE] = node.workspace;
+  // Batch norm on the images: nobody wants their gradient, but the primitive must still run
+  // for the scale and shift gradients; it writes the input gradient here, unread.
+  if (in == 0) back.args[DNNL_ARG_DIFF_SRC] = memory(src.md, engine_);
   // One primitive yields both the parameter and the input gradients: it is the layer's
   // backward_data step, and its parameter gradients are final after it.
   node.backward_data.push_back(std::move(back));
@@ -667,7 +670,14 @@ void DnnlNetwork::Backward(const std::function<void(int)>& ready) {
     for (size_t k = 0; k < node.backward_data.size(); ++k) {
       Step& step = node.backward_data[k];
       const int t = layer.inputs[node.backward_data_input[k]];
-      if (t == 0) continue;  // nobody needs the gradient of the images
+      if (t == 0) {  // nobody needs the gradient of the images...
+        // ...but batch norm's one primitive also yields its parameter gradients.
+        if (layer.kind == LayerKind::kBatchNorm) {
+          Run(step);
+          stream_.wait();
+        }
+        continue;
+      }
       const bool accumulate = tensors_[t].diff_written;
       step.args[step.output_arg] = DiffTarget(t);
       Run(step);
