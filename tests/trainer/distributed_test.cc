@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/run_helpers.h"
+#include "transports/transport.h"
 
 namespace psbench::testing {
 namespace {
@@ -53,6 +54,26 @@ TEST_F(DistributedTrainingTest, SyncTwoWorkersMatchOneWorkerWithTheWholeBatch) {
   EXPECT_EQ(two[0]["final_params"], two[1]["final_params"]);
   // And the task is learnt: far below chance (ln 10 = 2.3).
   EXPECT_LT(one[0]["loss_last"].get<double>(), 0.5);
+}
+
+// The transport moves bytes; it must not change the training: the same run over every
+// transport that runs here (and both gRPC wire modes) ends with bit-identical parameters.
+TEST_F(DistributedTrainingTest, EveryTransportTrainsIdentically) {
+  const Argv common = {"--trainer=tiny", "--num-ps=2", "--num-workers=2", "--batch=4",
+                       "--steps=10", "--warmup-steps=0", "--sync", "--validate"};
+  std::vector<Argv> variants = {{"--transport=grpc", "--mode=non-serialized"},
+                                {"--transport=grpc", "--mode=serialized"}};
+  for (const std::string& t : TransportNames())
+    if (t == "grpc+mpi") variants.push_back({"--transport=grpc+mpi"});
+  Json reference;
+  for (const Argv& v : variants) {
+    auto workers = Train(Concat(common, v), "transport");
+    ASSERT_EQ(workers.size(), 2u) << v[0];
+    for (const Json& w : workers) {
+      if (reference.is_null()) reference = w["final_params"];
+      EXPECT_EQ(w["final_params"], reference) << w["transport"] << " " << w["mode"];
+    }
+  }
 }
 
 // A different number of workers that does not split the batch the same way is not the same
