@@ -210,7 +210,9 @@ absl::Status CudnnNetwork::BuildLayer(int index) {
   PSB_CUDNN(cudnnSetTensor4dDescriptor(out.desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_,
                                        layer.out.c, layer.out.h, layer.out.w));
   out.value = DeviceFloats(out.count);
-  if (index > 0) out.diff = DeviceFloats(out.count);
+  // The images get a gradient buffer too: batch norm computes its parameter gradients and
+  // its input gradient in one call, even when that input is the images.
+  out.diff = DeviceFloats(out.count);
   auto add_param = [&](const Layer::Param& p) {
     node.params.push_back(static_cast<int>(params_.size()));
     params_.push_back({p.name, index, p.count, size_t(p.count) * sizeof(float)});
