@@ -15,6 +15,7 @@
 #include "ps/param_protocol.h"
 #include "worker/trainer/init.h"
 #include "worker/trainer/network.h"
+#include "worker/trainer/timing.h"
 #include "worker/trainer/trace.h"
 
 namespace psbench {
@@ -27,14 +28,6 @@ uint64_t Fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
   return h;
-}
-
-nlohmann::json Stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {{"mean_s", std::accumulate(v.begin(), v.end(), 0.0) / v.size()},
-          {"median_s", v[v.size() / 2]},
-          {"min_s", v.front()},
-          {"max_s", v.back()}};
 }
 
 // One PS's shard: the variables placed on it, sent as [header, gradients...] and answered
@@ -187,9 +180,9 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
   record["placement"] = placement;
   record["images_per_s"] = settings.batch * step_s.size() / total_s;
-  record["step"] = Stats(step_s);
-  record["compute"] = Stats(compute_s);
-  record["communication"] = Stats(comm_s);
+  record["step"] = trainer::SecondsStats(step_s);
+  record["compute"] = trainer::SecondsStats(compute_s);
+  record["communication"] = trainer::SecondsStats(comm_s);
   // A fingerprint of the final parameters (canonical layout, in double): runs that should
   // train alike (W workers of batch B, one of batch W x B) can be compared.
   double sum = 0, sum_squares = 0;

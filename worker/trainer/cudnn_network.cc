@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/trainer/init.h"
+#include "worker/trainer/loss.h"
 
 namespace psbench::trainer {
 namespace {
@@ -592,22 +593,10 @@ double CudnnNetwork::Forward() {
   const int in = model_.loss().inputs[0];
   PSB_CUDA(cudaMemcpy(logits_.data(), tensors_[in].value, logits_.size() * sizeof(float),
                       cudaMemcpyDeviceToHost));
-  const int classes = model_.num_classes;
-  double loss = 0;
-  for (int n = 0; n < batch_; ++n) {
-    const float* row = logits_.data() + size_t(n) * classes;
-    const float top = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int c = 0; c < classes; ++c) sum += std::exp(double(row[c]) - top);
-    loss += std::log(sum) - (double(row[labels_[n]]) - top);
-    for (int c = 0; c < classes; ++c) {
-      const double p = std::exp(double(row[c]) - top) / sum;
-      logits_diff_[size_t(n) * classes + c] =
-          static_cast<float>((p - (c == labels_[n] ? 1.0 : 0.0)) / batch_);
-    }
-  }
+  const double loss = SoftmaxCrossEntropy(logits_.data(), labels_.data(), batch_,
+                                         model_.num_classes, logits_diff_.data());
   times_.back().forward_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return loss / batch_;
+  return loss;
 }
 
 void CudnnNetwork::Backward(const std::function<void(int)>& ready) {

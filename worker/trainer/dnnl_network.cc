@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
 #include "worker/trainer/init.h"
+#include "worker/trainer/loss.h"
 
 namespace psbench::trainer {
 namespace {
@@ -614,28 +615,14 @@ double DnnlNetwork::Forward() {
     stream_.wait();
     times_[i].forward_s = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  // Softmax cross-entropy in double: the loss and its gradient (p - onehot) / batch.
   const auto start = Clock::now();
   for (Step& step : logits_to_plain_) Run(step);
   stream_.wait();
-  const int classes = model_.num_classes;
-  const float* logits = static_cast<const float*>(logits_plain_.get_data_handle());
-  float* diff = static_cast<float*>(logits_diff_plain_.get_data_handle());
-  double loss = 0;
-  for (int n = 0; n < batch_; ++n) {
-    const float* row = logits + size_t(n) * classes;
-    const float top = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int c = 0; c < classes; ++c) sum += std::exp(double(row[c]) - top);
-    const int label = labels_[n];
-    loss += std::log(sum) - (double(row[label]) - top);
-    for (int c = 0; c < classes; ++c) {
-      double p = std::exp(double(row[c]) - top) / sum;
-      diff[size_t(n) * classes + c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / batch_);
-    }
-  }
+  const double loss = SoftmaxCrossEntropy(
+      static_cast<const float*>(logits_plain_.get_data_handle()), labels_.data(), batch_,
+      model_.num_classes, static_cast<float*>(logits_diff_plain_.get_data_handle()));
   times_.back().forward_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return loss / batch_;
+  return loss;
 }
 
 void DnnlNetwork::AccumulateDiff(int t) {

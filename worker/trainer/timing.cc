@@ -30,19 +30,15 @@ float* AllocateFloats(size_t bytes) {
   return p;
 }
 
-nlohmann::json Stats(std::vector<double> seconds, int batch) {
-  std::sort(seconds.begin(), seconds.end());
-  const double mean = std::accumulate(seconds.begin(), seconds.end(), 0.0) / seconds.size();
-  const double median = seconds[seconds.size() / 2];
-  return {{"iterations", seconds.size()},
-          {"mean_s", mean},
-          {"median_s", median},
-          {"min_s", seconds.front()},
-          {"max_s", seconds.back()},
-          {"images_per_s", batch / mean}};
-}
-
 }  // namespace
+
+nlohmann::json SecondsStats(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return {{"mean_s", std::accumulate(seconds.begin(), seconds.end(), 0.0) / seconds.size()},
+          {"median_s", seconds[seconds.size() / 2]},
+          {"min_s", seconds.front()},
+          {"max_s", seconds.back()}};
+}
 
 ParamStorage::ParamStorage(const std::vector<ParamInfo>& params) {
   for (const ParamInfo& p : params) {
@@ -169,7 +165,9 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   result["peak_gflops"] = peak.gflops;
   result["peak_basis"] = peak_basis;
   auto pass = [&](const char* name, const std::vector<double>& seconds, double gflop_per_image) {
-    nlohmann::json stats = Stats(seconds, options.batch);
+    nlohmann::json stats = SecondsStats(seconds);
+    stats["iterations"] = seconds.size();
+    stats["images_per_s"] = options.batch / stats["mean_s"].get<double>();
     double gflops = stats["images_per_s"].get<double>() * gflop_per_image;
     stats["gflops"] = gflops;
     stats["fraction_of_peak"] = peak.gflops > 0 ? gflops / peak.gflops : 0.0;

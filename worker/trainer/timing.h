@@ -48,6 +48,9 @@ struct PeakEstimate {
 };
 PeakEstimate CpuPeakGflops(int threads);
 
+// mean, median, min and max of per-step seconds, as every trainer record reports them.
+nlohmann::json SecondsStats(std::vector<double> seconds);
+
 // Runs the timing; the JSON holds the options, the engine, model facts (parameters, FLOPs),
 // images/s per pass with per-iteration statistics, the share of peak, and per-layer times.
 absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options);
