@@ -381,9 +381,9 @@ class VerbsClient final : public Client {
 
   void EndSession(Peer& p) {
     if (!p.session_cq) return;
+    grpc::Status status;  // Finish writes it when the queue is drained, below
     if (p.session) {
       p.session_context->TryCancel();
-      grpc::Status status;
       p.session->Finish(&status, reinterpret_cast<void*>(3));
     }
     p.session_cq->Shutdown();
