@@ -129,12 +129,14 @@ absl::Status DecodeExchangeReplyMeta(std::span<const std::byte> bytes, ExchangeR
   }
   reply->code = static_cast<absl::StatusCode>(code);
   reply->sizes.resize(n);
-  std::memcpy(reply->sizes.data(), bytes.data(), 8ull * n);
-  bytes = bytes.subspan(8ull * n);
   reply->checksums.resize(flags ? n : 0);
-  if (flags) {
-    std::memcpy(reply->checksums.data(), bytes.data(), 8ull * n);
+  if (n > 0) {  // an error reply has no sizes (and memcpy wants real pointers)
+    std::memcpy(reply->sizes.data(), bytes.data(), 8ull * n);
     bytes = bytes.subspan(8ull * n);
+    if (flags) {
+      std::memcpy(reply->checksums.data(), bytes.data(), 8ull * n);
+      bytes = bytes.subspan(8ull * n);
+    }
   }
   reply->error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return absl::OkStatus();
