@@ -23,7 +23,8 @@ packages=(
 
 # --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh.
 if [ "${1:-}" = "--pytorch" ]; then
-  packages+=(python3-torch python3-torchvision)
+  # PyTorch's BLAS is whatever libblas.so.3 is: OpenBLAS, not the reference BLAS, for a fair race.
+  packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 fi
 
 SUDO=""

@@ -72,7 +72,10 @@ def main():
               "torchvision": torchvision.__version__,
               "mkldnn_enabled": torch.backends.mkldnn.is_available(),
               "parameters": sum(t.numel() for t in model.parameters()),
-              "host": platform.node(), "warmup_iterations": a.warmup}
+              "host": platform.node(), "warmup_iterations": a.warmup,
+              # BLAS, oneDNN and OpenMP versions PyTorch was built with
+              "build_config": [l.strip() for l in torch.__config__.show().splitlines()
+                               if any(k in l for k in ("MKL", "BLAS", "OpenMP", "oneDNN", "MKL-DNN"))]}
     for name, fn in (("forward", forward), ("forward_backward", train)):
         times = []
         for _ in range(a.iterations):

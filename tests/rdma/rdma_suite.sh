@@ -12,6 +12,7 @@
 #   bandwidth/non-serialized/skew-default   the default 10-buffer large-bias skew (~6.3 MB)
 #   BENCH/ps-exit      that benchmark's psbench-ps survived all its runs and exits 0 on SIGTERM
 #   run/throughput-2ps-2w, run/latency      `psbench run` (it starts its own processes)
+#   run/trainer        `psbench run --trainer=tiny`: 2 workers x 2 PS, sync, --validate
 #   fault/MODE         psbench-ps --fault-corrupt-every=3: the worker must exit 1 naming the
 #                      corrupted buffer, and the PS must survive
 # Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
@@ -278,6 +279,38 @@ run_checked run/latency run \
     --buffers="$TRACE_SIZES" -- \
     "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=latency --mode=serialized \
     --validate --scheme=trace --trace="$TRACE" "${QUICK[@]}"
+
+# --- the embedded trainer: 2 workers x 2 PS train `tiny` synchronously over this transport, -
+# with --validate; both workers must end with the same parameters (psbench built without the
+# trainer refuses --trainer: the case then passes as not applicable).
+name=run/trainer
+if selected "$name"; then
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --trainer=tiny \
+        --batch=4 --num-ps=2 --num-workers=2 --steps=5 --warmup-steps=0 --validate \
+        --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "built without the trainer" "$LOG.err"; then
+        pass "$name" "$t0" "not applicable: this psbench has no trainer"
+    elif [ "$rc" -ne 0 ]; then
+        fail "$name" "$t0" "psbench run --trainer exited $rc" "$LOG"
+    elif ! "$PY" - "$LOG.jsonl" "$T" >"$LOG.check" 2>&1 <<'PY'
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+workers = [r for r in records if r.get("kind") == "train"]
+assert len(workers) == 2, f"{len(workers)} worker records"
+for w in workers:
+    assert w["transport"] == sys.argv[2], w["transport"]
+    assert w["steps"] == 5 and w["validate"], w
+assert workers[0]["final_params"] == workers[1]["final_params"], "workers disagree"
+print("2 workers, final parameters agree:", workers[0]["final_params"])
+PY
+    then
+        fail "$name" "$t0" "the training records check failed" "$LOG"
+    else
+        pass "$name" "$t0" "$(tail -1 "$LOG.check")"
+    fi
+fi
 
 # --- a PS that corrupts every 3rd payload: --validate must fail the worker -------------------
 if any_selected fault/non-serialized fault/serialized; then

@@ -614,10 +614,15 @@ void CudnnNetwork::Backward(const std::function<void(int)>& ready) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Network>> MakeCudnnNetwork(const Model& model, int batch) {
-  auto network = std::make_unique<CudnnNetwork>(model, batch);
-  if (absl::Status s = network->Build(); !s.ok()) return s;
-  return network;
+extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int* code,
+                                            std::string* error) {
+  auto network = std::make_unique<CudnnNetwork>(*model, batch);
+  if (absl::Status s = network->Build(); !s.ok()) {
+    *code = static_cast<int>(s.code());
+    *error = std::string(s.message());
+    return nullptr;
+  }
+  return network.release();
 }
 
 }  // namespace psbench::trainer

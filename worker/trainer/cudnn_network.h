@@ -8,8 +8,11 @@
 
 namespace psbench::trainer {
 
-// The GPU engine (cuDNN + cuBLAS) on CUDA device 0. FAILED_PRECONDITION when there is none.
-absl::StatusOr<std::unique_ptr<Network>> MakeCudnnNetwork(const Model& model, int batch);
+// The GPU engine (cuDNN + cuBLAS) on CUDA device 0, in the module psbench_trainer_gpu.so
+// (see network.cc, which loads it). Returns null and sets *error when it cannot be built
+// (FAILED_PRECONDITION: no device; anything else: the model).
+extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int* code,
+                                            std::string* error);
 
 }  // namespace psbench::trainer
 

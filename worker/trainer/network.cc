@@ -5,6 +5,10 @@
 #include "absl/strings/str_join.h"
 #include "worker/trainer/dnnl_network.h"
 #ifdef PSBENCH_HAVE_CUDA
+#include <dlfcn.h>
+
+#include <filesystem>
+
 #include "worker/trainer/cudnn_network.h"
 #endif
 
@@ -23,7 +27,26 @@ absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
                                                      int threads) {
   if (engine == "cpu") return MakeDnnlNetwork(model, batch, threads);
 #ifdef PSBENCH_HAVE_CUDA
-  if (engine == "gpu") return MakeCudnnNetwork(model, batch);
+  if (engine == "gpu") {
+    // Loaded from next to the executable, once, on first use.
+    static void* module = [] {
+      std::string path =
+          (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "psbench_trainer_gpu.so").string();
+      return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }();
+    if (module == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--engine=gpu: cannot load the GPU engine: ", dlerror()));
+    }
+    using Make = Network* (*)(const Model*, int, int*, std::string*);
+    auto make = reinterpret_cast<Make>(dlsym(module, "PsbenchMakeCudnnNetwork"));
+    if (make == nullptr) return absl::InternalError("--engine=gpu: the GPU engine module has no factory");
+    int code = 0;
+    std::string error;
+    Network* network = make(&model, batch, &code, &error);
+    if (network == nullptr) return absl::Status(static_cast<absl::StatusCode>(code), error);
+    return std::unique_ptr<Network>(network);
+  }
 #endif
   return absl::InvalidArgumentError(absl::StrCat("unknown engine '", engine, "'; built with: ",
                                                  absl::StrJoin(EngineNames(), ", ")));

@@ -47,6 +47,9 @@ struct PeakEstimate {
   std::string basis;
 };
 PeakEstimate CpuPeakGflops(int threads);
+// Peak FP32 GFLOP/s as measured: `threads` threads running independent vector FMA chains
+// (AVX-512 or AVX2), at the clocks the cores reach under that load. 0 without AVX2/FMA.
+PeakEstimate MeasuredPeakGflops(int threads);
 
 // mean, median, min and max of per-step seconds, as every trainer record reports them.
 nlohmann::json SecondsStats(std::vector<double> seconds);
