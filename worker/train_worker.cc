@@ -147,7 +147,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     client.Unregister(shard.request_id);
     client.Unregister(shard.reply_id);
   }
-  if (!settings.write_trace.empty()) {
+  // Every worker of a run gets the same flags: worker 0 alone writes the trace.
+  if (!settings.write_trace.empty() && scenario.worker_index == 0) {
     if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kProgram, s, kExitRuntime);
   }
 

@@ -25,7 +25,7 @@ ABSL_FLAG(float, learning_rate, 0.01f, "trainer: SGD learning rate");
 ABSL_FLAG(float, momentum, 0.9f, "trainer: SGD momentum");
 ABSL_FLAG(std::string, write_trace, "",
           "trainer: write one step's gradients (name, bytes, when each became ready in the "
-          "backward pass) to this file, for --scheme=trace");
+          "backward pass) to this file, for --scheme=trace (in a training run, worker 0 writes it)");
 ABSL_FLAG(double, peak_gflops, 0, "psbench train: the CPU's peak FP32 GFLOP/s (0: estimate)");
 
 namespace psbench {
