@@ -109,19 +109,15 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
   }
   ExchangeHeader h;
   std::memcpy(&h, request[0].data(), sizeof(h));
-  std::vector<Pending> ready;
+  std::vector<Pending> ready, aborted;
   absl::Status status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     status = Check(h, request);
     if (status.ok() && h.kind == ExchangeHeader::kInit) {
       if (!initialized_ || h.run_id != run_id_) {
-        // A new run: whatever an earlier run left waiting is over.
-        for (Pending& p : pending_) ready.push_back(std::move(p));
-        pending_.clear();
-        for (Pending& p : ready)
-          std::move(p.done)(absl::AbortedError("a new training run started on this PS"));
-        ready.clear();
+        // A new run: whatever an earlier run left waiting is over (answered below).
+        aborted.swap(pending_);
         Reset(h, request);
       }
       CopyParams(reply);
@@ -129,6 +125,12 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
       if (!initialized_ || h.run_id != run_id_) {
         status = absl::FailedPreconditionError(
             "the PS holds no parameters for this run (the worker must send its initial values first)");
+      } else if (h.num_workers != config_.num_workers || h.flags != config_.flags) {
+        // arrived_ is sized for the run's workers: a header that disagrees is refused.
+        status = absl::FailedPreconditionError(absl::StrCat(
+            "worker ", h.worker, " says the run has ", h.num_workers, " workers (",
+            (h.flags & ExchangeHeader::kSync) ? "sync" : "async", "); the PS's run has ",
+            config_.num_workers, " (", (config_.flags & ExchangeHeader::kSync) ? "sync" : "async", ")"));
       } else if (!(config_.flags & ExchangeHeader::kSync)) {
         for (size_t t = 0; t < params_.size(); ++t) CopyFloats(request[t + 1], &incoming_[t]);
         Apply(incoming_, 1.f);
@@ -164,6 +166,8 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
       }
     }
   }
+  for (Pending& p : aborted)
+    std::move(p.done)(absl::AbortedError("a new training run started on this PS"));
   if (!ready.empty()) {
     for (Pending& p : ready) std::move(p.done)(absl::OkStatus());
     return;

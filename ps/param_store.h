@@ -29,7 +29,6 @@ class ParamStore final : public ExchangeHandler {
 
  private:
   struct Pending {
-    std::span<const std::span<std::byte>> reply;
     std::vector<std::span<std::byte>> reply_copy;  // the spans outlive the call
     absl::AnyInvocable<void(absl::Status) &&> done;
   };
