@@ -9,11 +9,15 @@
 namespace psbench {
 namespace {
 
-// Transports hand over bytes at any alignment (a gRPC slice starts where it starts): copy
-// them out rather than read floats in place.
-void CopyFloats(std::span<const std::byte> bytes, std::vector<float>* out) {
-  out->resize(bytes.size() / sizeof(float));
-  std::memcpy(out->data(), bytes.data(), bytes.size());
+// Transports hand over bytes at any alignment (a gRPC slice starts where it starts): read
+// floats in place when they are aligned, else from a copy in `scratch`.
+std::span<const float> Floats(std::span<const std::byte> bytes, std::vector<float>* scratch) {
+  const size_t n = bytes.size() / sizeof(float);
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0)
+    return {reinterpret_cast<const float*>(bytes.data()), n};
+  scratch->resize(n);
+  std::memcpy(scratch->data(), bytes.data(), bytes.size());
+  return *scratch;
 }
 
 }  // namespace
@@ -62,14 +66,15 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   run_id_ = h.run_id;
   config_ = h;
   params_.assign(request.size() - 1, {});
-  for (size_t i = 1; i < request.size(); ++i) CopyFloats(request[i], &params_[i - 1]);
+  for (size_t i = 1; i < request.size(); ++i) {
+    params_[i - 1].resize(request[i].size() / sizeof(float));
+    std::memcpy(params_[i - 1].data(), request[i].data(), request[i].size());
+  }
   momentum_.assign(params_.size(), {});
   sum_.assign(params_.size(), {});
-  incoming_.assign(params_.size(), {});
   for (size_t i = 0; i < params_.size(); ++i) {
     momentum_[i].assign(params_[i].size(), 0.f);
     sum_[i].assign(params_[i].size(), 0.f);
-    incoming_[i].assign(params_[i].size(), 0.f);
   }
   step_ = 0;
   arrived_.assign(h.num_workers, false);
@@ -77,20 +82,16 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   updates_ = 0;
 }
 
-void ParamStore::Apply(const std::vector<std::vector<float>>& gradient, float scale) {
+void ParamStore::Apply(size_t t, std::span<const float> gradient, float scale) {
   // SGD with momentum as PyTorch applies it: v = mu v + g; w -= lr v.
   const float lr = config_.learning_rate, mu = config_.momentum;
-  for (size_t t = 0; t < params_.size(); ++t) {
-    float* w = params_[t].data();
-    float* v = momentum_[t].data();
-    const float* g = gradient[t].data();
-    const size_t n = params_[t].size();
-    for (size_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + scale * g[i];
-      w[i] -= lr * v[i];
-    }
+  float* w = params_[t].data();
+  float* v = momentum_[t].data();
+  const float* g = gradient.data();
+  for (size_t i = 0; i < params_[t].size(); ++i) {
+    v[i] = mu * v[i] + scale * g[i];
+    w[i] -= lr * v[i];
   }
-  ++updates_;
 }
 
 void ParamStore::CopyParams(std::span<const std::span<std::byte>> reply) const {
@@ -132,8 +133,8 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
             (h.flags & ExchangeHeader::kSync) ? "sync" : "async", "); the PS's run has ",
             config_.num_workers, " (", (config_.flags & ExchangeHeader::kSync) ? "sync" : "async", ")"));
       } else if (!(config_.flags & ExchangeHeader::kSync)) {
-        for (size_t t = 0; t < params_.size(); ++t) CopyFloats(request[t + 1], &incoming_[t]);
-        Apply(incoming_, 1.f);
+        for (size_t t = 0; t < params_.size(); ++t) Apply(t, Floats(request[t + 1], &scratch_), 1.f);
+        ++updates_;
         CopyParams(reply);
       } else if (h.step != step_) {
         status = absl::FailedPreconditionError(absl::StrCat(
@@ -143,10 +144,9 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
             absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
       } else {
         for (size_t t = 0; t < params_.size(); ++t) {
-          CopyFloats(request[t + 1], &incoming_[t]);
-          const float* g = incoming_[t].data();
+          const std::span<const float> g = Floats(request[t + 1], &scratch_);
           float* sum = sum_[t].data();
-          for (size_t i = 0; i < incoming_[t].size(); ++i) sum[i] += g[i];
+          for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
         }
         arrived_[h.worker] = true;
         ++arrived_count_;
@@ -156,7 +156,9 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
         pending_.push_back(std::move(p));
         if (arrived_count_ < static_cast<int>(config_.num_workers)) return;  // held
         // The last worker of the step: apply the mean gradient, answer everyone.
-        Apply(sum_, 1.f / static_cast<float>(config_.num_workers));
+        for (size_t t = 0; t < params_.size(); ++t)
+          Apply(t, sum_[t], 1.f / static_cast<float>(config_.num_workers));
+        ++updates_;
         for (auto& s : sum_) std::fill(s.begin(), s.end(), 0.f);
         ++step_;
         arrived_.assign(config_.num_workers, false);

@@ -35,7 +35,8 @@ class ParamStore final : public ExchangeHandler {
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
   void Reset(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request);
-  void Apply(const std::vector<std::vector<float>>& gradient, float scale);
+  // SGD on tensor t with scale x gradient.
+  void Apply(size_t t, std::span<const float> gradient, float scale);
   void CopyParams(std::span<const std::span<std::byte>> reply) const;
 
   mutable std::mutex mu_;
@@ -43,7 +44,7 @@ class ParamStore final : public ExchangeHandler {
   uint64_t run_id_ = 0;
   ExchangeHeader config_;  // hyperparameters of the run
   std::vector<std::vector<float>> params_, momentum_, sum_;
-  std::vector<std::vector<float>> incoming_;  // one request's tensors, aligned
+  std::vector<float> scratch_;  // a misaligned incoming tensor, copied
   uint64_t step_ = 0;  // sync: the step being gathered
   std::vector<bool> arrived_;
   int arrived_count_ = 0;

@@ -229,6 +229,19 @@ absl::Status CheckExchangePayloads(const Payload* request, const Payload* reply)
   return absl::OkStatus();
 }
 
+absl::Status CheckExchange(size_t server, size_t num_servers, const Payload* request,
+                           const Payload* reply) {
+  if (server >= num_servers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StartExchange: no PS ", server, " (", num_servers, " PS)"));
+  }
+  return CheckExchangePayloads(request, reply);
+}
+
+absl::Status ExchangeNeedsStartExchange() {
+  return absl::InvalidArgumentError("kExchange needs a reply payload: use StartExchange");
+}
+
 absl::Status CheckReplySizes(const std::vector<uint64_t>& reply,
                              const std::vector<uint64_t>& request) {
   if (reply.size() != request.size()) {

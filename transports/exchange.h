@@ -141,6 +141,11 @@ absl::Status ExchangeCancelledError();
 // Worker side: a StartExchange's payloads must both be registered, with equal buffer sizes.
 // INVALID_ARGUMENT otherwise.
 absl::Status CheckExchangePayloads(const Payload* request, const Payload* reply);
+// The same, after checking that PS `server` is one of the client's `num_servers`.
+absl::Status CheckExchange(size_t server, size_t num_servers, const Payload* request,
+                           const Payload* reply);
+// What Client::Start(Op::kExchange, ...) completes with: an exchange needs its reply payload.
+absl::Status ExchangeNeedsStartExchange();
 // DATA_LOSS unless a reply's buffer sizes are the request's.
 absl::Status CheckReplySizes(const std::vector<uint64_t>& reply, const std::vector<uint64_t>& request);
 // The buffers of a registered reply payload, which an exchange writes: registered payloads

@@ -82,7 +82,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   ExchangeHeader header;
   header.worker = static_cast<uint32_t>(scenario.worker_index);
   header.num_workers = static_cast<uint32_t>(scenario.num_workers);
-  header.flags = settings.sync ? ExchangeHeader::kSync : 0;
+  header.flags = settings.sync ? uint32_t{ExchangeHeader::kSync} : 0u;
   header.learning_rate = settings.learning_rate;
   header.momentum = settings.momentum;
   header.run_id = Fnv1a(scenario.run_id);

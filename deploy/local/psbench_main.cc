@@ -778,6 +778,27 @@ struct Headline {
   std::map<std::string, std::string> by_benchmark;
 };
 
+void CheckMpirun(const Options& o) {
+  if (!o.mpirun.empty() && access(o.mpirun.c_str(), X_OK) == 0) return;
+  Die(kProgram,
+      absl::StrCat("--mpirun=", o.mpirun.empty() ? "(none)" : o.mpirun,
+                   " is not an executable MPI launcher; grpc+mpi needs Open MPI's mpirun "
+                   "(deploy/install-deps.sh installs openmpi-bin)"),
+      kExitUsage);
+}
+
+// Once the input is known good: where the binaries are, a work directory for scenario and
+// result files (removed by the caller), and signals that stop a run cleanly.
+void PrepareToLaunch(Options& o) {
+  o.bin_dir = BinDir();
+  char tmpl[] = "/tmp/psbench-run-XXXXXX";
+  if (const char* t = mkdtemp(tmpl)) o.work_dir = t;
+  else Die(kProgram, "cannot create a temporary directory", kExitRuntime);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+}
+
 // psbench run --trainer=MODEL: PS and workers as for throughput (every worker to every PS),
 // each worker training MODEL and exchanging its gradients for parameters every step. Prints
 // images/s per worker and in total, and the per-step split of compute and communication.
@@ -807,11 +828,10 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
   }
   s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
-  if (TransportLaunchesAsJob(s.transport) && (o.mpirun.empty() || access(o.mpirun.c_str(), X_OK) != 0)) {
-    Die(kProgram, absl::StrCat("--mpirun=", o.mpirun, " is not an executable MPI launcher"), kExitUsage);
-  }
+  if (TransportLaunchesAsJob(s.transport)) CheckMpirun(o);
   o.training = true;
   o.worker_args = TrainerWorkerArgs(*settings);
+  PrepareToLaunch(o);
   fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {} ({}), {} SGD, "
              "{} steps after {} warm-up\n",
              settings->model, settings->batch, o.num_workers, o.num_ps, s.transport,
@@ -915,13 +935,6 @@ int Main(int argc, char** argv) {
   }
   if (base->busy_poll) WarnIfSpinnersShareCpus(o);
   if (FlagWasSet("trainer")) {
-    o.bin_dir = BinDir();
-    char train_dir[] = "/tmp/psbench-run-XXXXXX";
-    if (const char* t = mkdtemp(train_dir)) o.work_dir = t;
-    else Die(kProgram, "cannot create a temporary directory", kExitRuntime);
-    signal(SIGINT, OnSignal);
-    signal(SIGTERM, OnSignal);
-    signal(SIGPIPE, SIG_IGN);
     int code = RunTraining(o, *base, json_path, std::vector<std::string>(argv, argv + argc));
     std::error_code ec;
     fs::remove_all(o.work_dir, ec);
@@ -973,20 +986,8 @@ int Main(int argc, char** argv) {
 
   bool mpi = TransportLaunchesAsJob(base->transport);
   for (const CompareEntry& e : compare) mpi |= TransportLaunchesAsJob(e.transport);
-  if (mpi && (o.mpirun.empty() || access(o.mpirun.c_str(), X_OK) != 0)) {
-    Die(kProgram,
-        absl::StrCat("--mpirun=", o.mpirun.empty() ? "(none)" : o.mpirun,
-                     " is not an executable MPI launcher; grpc+mpi needs Open MPI's mpirun "
-                     "(deploy/install-deps.sh installs openmpi-bin)"),
-        kExitUsage);
-  }
-  o.bin_dir = BinDir();
-  char tmpl[] = "/tmp/psbench-run-XXXXXX";
-  if (const char* t = mkdtemp(tmpl)) o.work_dir = t;
-  else Die(kProgram, "cannot create a temporary directory", kExitRuntime);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+  if (mpi) CheckMpirun(o);
+  PrepareToLaunch(o);
 
   if (tour) {
     fmt::print("# psbench default tour: {} runs{}, warm-up {} + {} each; throughput {} workers x {} PS\n{}",

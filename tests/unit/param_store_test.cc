@@ -44,7 +44,7 @@ Exchange Make(ExchangeHeader::Kind kind, uint32_t worker, uint32_t workers, uint
   e.header.worker = worker;
   e.header.num_workers = workers;
   e.header.step = step;
-  e.header.flags = sync ? ExchangeHeader::kSync : 0;
+  e.header.flags = sync ? uint32_t{ExchangeHeader::kSync} : 0u;
   e.header.learning_rate = 0.5f;
   e.header.momentum = 0.f;
   e.header.run_id = 42;

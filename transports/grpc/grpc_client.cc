@@ -175,8 +175,7 @@ class GrpcClient final : public Client {
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
     if (op == Op::kExchange) {
-      ready_.push_back({tag, absl::InvalidArgumentError(
-                                 "kExchange needs a reply payload: use StartExchange")});
+      ready_.push_back({tag, ExchangeNeedsStartExchange()});
       return;
     }
     auto* call = new Call;
@@ -220,12 +219,9 @@ class GrpcClient final : public Client {
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
     const Registered* req = Lookup(request);
     const Registered* rep = Lookup(reply);
-    absl::Status s = server < servers_.size()
-                         ? CheckExchangePayloads(req ? req->payload : nullptr,
-                                                 rep ? rep->payload : nullptr)
-                         : absl::InvalidArgumentError(
-                               absl::StrCat("StartExchange: no PS ", server, " (",
-                                            servers_.size(), " PS)"));
+    absl::Status s = psbench::CheckExchange(server, servers_.size(),
+                                            req ? req->payload : nullptr,
+                                            rep ? rep->payload : nullptr);
     if (!s.ok()) {
       ready_.push_back({tag, std::move(s)});
       return;

@@ -210,8 +210,7 @@ class MpiClient final : public Client {
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
     if (op == Op::kExchange) {
-      ready_.push_back({tag, absl::InvalidArgumentError(
-                                 "kExchange needs a reply payload: use StartExchange")});
+      ready_.push_back({tag, ExchangeNeedsStartExchange()});
       return;
     }
     Peer& p = peers_[server];
@@ -267,11 +266,9 @@ class MpiClient final : public Client {
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
     const Registered* req = Lookup(request);
     const Registered* rep = Lookup(reply);
-    absl::Status s = server < peers_.size()
-                         ? CheckExchangePayloads(req ? req->payload : nullptr,
-                                                 rep ? rep->payload : nullptr)
-                         : absl::InvalidArgumentError(absl::StrCat(
-                               "StartExchange: no PS ", server, " (", peers_.size(), " PS)"));
+    absl::Status s = psbench::CheckExchange(server, peers_.size(),
+                                            req ? req->payload : nullptr,
+                                            rep ? rep->payload : nullptr);
     if (!s.ok()) {
       ready_.push_back({tag, std::move(s)});
       return;

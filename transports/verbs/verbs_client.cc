@@ -200,8 +200,7 @@ class VerbsClient final : public Client {
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
     if (op == Op::kExchange) {
-      ready_.push_back({tag, absl::InvalidArgumentError(
-                                 "kExchange needs a reply payload: use StartExchange")});
+      ready_.push_back({tag, ExchangeNeedsStartExchange()});
       return;
     }
     Peer& p = peers_[server];
@@ -231,11 +230,9 @@ class VerbsClient final : public Client {
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
     const Registered* req = Lookup(request);
     const Registered* rep = Lookup(reply);
-    absl::Status s = server < peers_.size()
-                         ? CheckExchangePayloads(req ? req->payload : nullptr,
-                                                 rep ? rep->payload : nullptr)
-                         : absl::InvalidArgumentError(absl::StrCat(
-                               "StartExchange: no PS ", server, " (", peers_.size(), " PS)"));
+    absl::Status s = psbench::CheckExchange(server, peers_.size(),
+                                            req ? req->payload : nullptr,
+                                            rep ? rep->payload : nullptr);
     // The PS's reply metadata (sizes, checksums, an error text) comes in one of our slots.
     if (s.ok() && kHeaderBytes + MaxExchangeReplyMetaBytes(req->payload->num_buffers()) >
                       options_.rdma.slot_bytes) {

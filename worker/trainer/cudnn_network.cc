@@ -19,7 +19,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/init.h"
 #include "worker/trainer/loss.h"
 
 namespace psbench::trainer {
@@ -92,7 +91,6 @@ class CudnnNetwork final : public Network {
   std::string description() const override { return description_; }
   const std::vector<ParamInfo>& params() const override { return params_; }
   absl::Status Bind(std::span<float* const> values, std::span<float* const> grads) override;
-  void InitParams(uint64_t seed) override;
   void SetBatch(std::span<const float> images, std::span<const int> labels) override;
   double Forward() override;
   void Backward(const std::function<void(int)>& ready) override;
@@ -312,18 +310,6 @@ absl::Status CudnnNetwork::Bind(std::span<float* const> values, std::span<float*
   host_values_.assign(values.begin(), values.end());
   host_grads_.assign(grads.begin(), grads.end());
   return absl::OkStatus();
-}
-
-void CudnnNetwork::InitParams(uint64_t seed) {
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const Layer& layer = model_.layers[params_[p].layer];
-    for (const Layer::Param& spec : layer.params) {
-      if (spec.name != params_[p].name) continue;
-      std::vector<float> values(params_[p].count);
-      FillInitial(spec, seed, p, values);
-      WriteParam(static_cast<int>(p), values);
-    }
-  }
 }
 
 void CudnnNetwork::WriteParam(int p, std::span<const float> values) {

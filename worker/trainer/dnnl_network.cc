@@ -20,7 +20,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
-#include "worker/trainer/init.h"
 #include "worker/trainer/loss.h"
 
 namespace psbench::trainer {
@@ -37,6 +36,7 @@ struct Step {
   // For backward-data steps: the argument their input gradient goes to (DIFF_SRC, or TO for
   // the reorders that slice concatenations and copy residual gradients).
   int output_arg = DNNL_ARG_DIFF_SRC;
+  int input = 0;  // and which of the layer's inputs that gradient belongs to
 };
 
 // One activation tensor (a layer's output) and its gradient.
@@ -56,7 +56,6 @@ struct Node {
   std::vector<Step> backward_relu;     // fused ReLU's backward, before the layer's own
   std::vector<Step> backward_weights;  // parameter gradients
   std::vector<Step> backward_data;     // into the inputs' gradients (one per input)
-  std::vector<int> backward_data_input;  // which input each backward_data step feeds
   std::vector<int> param_indices;
   memory weights, bias, diff_weights, diff_bias;  // bound to trainer memory
   memory workspace, mean, variance;
@@ -66,6 +65,17 @@ struct Node {
   dnnl::reorder::primitive_desc weights_reorder;
   Step weights_to_backward;  // built at Bind, when the weights memory is known
 };
+
+// A ReLU fused into the primitive before it, as a post-op.
+dnnl::primitive_attr FusedReluAttr(bool relu) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
 
 memory::dims Dims(int n, const Shape& s, bool flat) {
   if (flat) return {n, s.c};
@@ -89,7 +99,6 @@ class DnnlNetwork final : public Network {
   }
   const std::vector<ParamInfo>& params() const override { return params_; }
   absl::Status Bind(std::span<float* const> values, std::span<float* const> grads) override;
-  void InitParams(uint64_t seed) override;
   void SetBatch(std::span<const float> images, std::span<const int> labels) override;
   double Forward() override;
   void Backward(const std::function<void(int)>& ready) override;
@@ -243,12 +252,7 @@ void DnnlNetwork::BuildConvolution(int index) {
   memory::desc b_md = layer.bias ? memory::desc({layer.outputs}, dt::f32, tag::x) : memory::desc();
   memory::desc dst_any(Dims(batch_, layer.out, false), dt::f32, tag::any);
 
-  dnnl::primitive_attr attr;
-  if (layer.relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
+  const dnnl::primitive_attr attr = FusedReluAttr(layer.relu);
   dnnl::convolution_forward::primitive_desc fwd(
       {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src.md, w_any, b_md,
        dst_any, strides, pad_l, pad_r},
@@ -284,7 +288,6 @@ void DnnlNetwork::BuildConvolution(int index) {
                                                            bwd.weights_desc());
     }
     node.backward_data.push_back(std::move(back));
-    node.backward_data_input.push_back(0);
   }
 }
 
@@ -331,7 +334,6 @@ void DnnlNetwork::BuildBatchNorm(int index) {
   // One primitive yields both the parameter and the input gradients: it is the layer's
   // backward_data step, and its parameter gradients are final after it.
   node.backward_data.push_back(std::move(back));
-  node.backward_data_input.push_back(0);
 }
 
 void DnnlNetwork::BuildRelu(int index) {
@@ -351,7 +353,6 @@ void DnnlNetwork::BuildRelu(int index) {
       {dnnl::algorithm::eltwise_relu_use_dst_for_bwd, src.md, out.md, 0.f, 0.f}, engine_, fwd);
   nodes_[index].backward_data.push_back(
       {dnnl::eltwise_backward(bwd), {{DNNL_ARG_DST, out.value}, {DNNL_ARG_DIFF_DST, out.diff}}});
-  nodes_[index].backward_data_input.push_back(0);
 }
 
 void DnnlNetwork::BuildPool(int index) {
@@ -383,7 +384,6 @@ void DnnlNetwork::BuildPool(int index) {
   Step back{dnnl::pooling_backward(bwd), {{DNNL_ARG_DIFF_DST, out.diff}}};
   if (max) back.args[DNNL_ARG_WORKSPACE] = node.workspace;
   node.backward_data.push_back(std::move(back));
-  node.backward_data_input.push_back(0);
 }
 
 void DnnlNetwork::BuildLrn(int index) {
@@ -412,7 +412,6 @@ void DnnlNetwork::BuildLrn(int index) {
                                 {{DNNL_ARG_SRC, src.value},
                                  {DNNL_ARG_DIFF_DST, out.diff},
                                  {DNNL_ARG_WORKSPACE, node.workspace}}});
-  node.backward_data_input.push_back(0);
 }
 
 void DnnlNetwork::BuildFullyConnected(int index) {
@@ -428,12 +427,7 @@ void DnnlNetwork::BuildFullyConnected(int index) {
   memory::desc w_any(wdims, dt::f32, tag::any);
   memory::desc b_md({layer.outputs}, dt::f32, tag::x);
   memory::desc dst_md({batch_, layer.outputs}, dt::f32, tag::nc);
-  dnnl::primitive_attr attr;
-  if (layer.relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
+  const dnnl::primitive_attr attr = FusedReluAttr(layer.relu);
   dnnl::inner_product_forward::primitive_desc fwd(
       {dnnl::prop_kind::forward_training, src.md, w_any, b_md, dst_md}, attr, engine_);
   out.md = fwd.dst_desc();
@@ -453,7 +447,6 @@ void DnnlNetwork::BuildFullyConnected(int index) {
                                                           engine_, fwd);
     node.backward_data.push_back(
         {dnnl::inner_product_backward_data(bwd), {{DNNL_ARG_DIFF_DST, diff_dst}}});
-    node.backward_data_input.push_back(0);
   }
 }
 
@@ -479,8 +472,8 @@ void DnnlNetwork::BuildConcat(int index) {
     memory::desc slice = out.md.submemory_desc(sub_dims, {0, offset, 0, 0});
     memory slice_mem(slice, engine_, out.diff.get_data_handle());
     dnnl::reorder::primitive_desc pd(engine_, slice, engine_, in_md);
-    node.backward_data.push_back({dnnl::reorder(pd), {{DNNL_ARG_FROM, slice_mem}}, DNNL_ARG_TO});
-    node.backward_data_input.push_back(static_cast<int>(i));
+    node.backward_data.push_back(
+        {dnnl::reorder(pd), {{DNNL_ARG_FROM, slice_mem}}, DNNL_ARG_TO, static_cast<int>(i)});
     offset += sub_dims[1];
   }
 }
@@ -501,8 +494,7 @@ void DnnlNetwork::BuildAdd(int index) {
   // Both summands receive the output gradient unchanged (a reorder doubles as copy).
   for (int i = 0; i < 2; ++i) {
     dnnl::reorder::primitive_desc pd(engine_, out.md, engine_, tensors_[layer.inputs[i]].md);
-    node.backward_data.push_back({dnnl::reorder(pd), {{DNNL_ARG_FROM, out.diff}}, DNNL_ARG_TO});
-    node.backward_data_input.push_back(i);
+    node.backward_data.push_back({dnnl::reorder(pd), {{DNNL_ARG_FROM, out.diff}}, DNNL_ARG_TO, i});
   }
 }
 
@@ -569,18 +561,6 @@ memory::desc DnnlNetwork::PlainDesc(int p) const {
     case 1: return memory::desc(dims, dt::f32, tag::x);
     case 2: return memory::desc(dims, dt::f32, tag::oi);
     default: return memory::desc(dims, dt::f32, tag::oihw);
-  }
-}
-
-void DnnlNetwork::InitParams(uint64_t seed) {
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const Layer& layer = model_.layers[params_[p].layer];
-    const Layer::Param* spec = nullptr;
-    for (const Layer::Param& candidate : layer.params)
-      if (candidate.name == params_[p].name) spec = &candidate;
-    std::vector<float> plain(params_[p].count);
-    FillInitial(*spec, seed, p, plain);
-    WriteParam(static_cast<int>(p), plain);
   }
 }
 
@@ -654,9 +634,8 @@ void DnnlNetwork::Backward(const std::function<void(int)>& ready) {
       for (int p : node.param_indices) ready(p);
     }
     if (node.backward_weights_for_data) Run(node.weights_to_backward);
-    for (size_t k = 0; k < node.backward_data.size(); ++k) {
-      Step& step = node.backward_data[k];
-      const int t = layer.inputs[node.backward_data_input[k]];
+    for (Step& step : node.backward_data) {
+      const int t = layer.inputs[step.input];
       if (t == 0) {  // nobody needs the gradient of the images...
         // ...but batch norm's one primitive also yields its parameter gradients.
         if (layer.kind == LayerKind::kBatchNorm) {

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "worker/trainer/dnnl_network.h"
+#include "worker/trainer/init.h"
 #ifdef PSBENCH_HAVE_CUDA
 #include <dlfcn.h>
 
@@ -13,6 +14,18 @@
 #endif
 
 namespace psbench::trainer {
+
+void Network::InitParams(uint64_t seed) {
+  for (size_t p = 0; p < params().size(); ++p) {
+    const ParamInfo& info = params()[p];
+    for (const Layer::Param& spec : model().layers[info.layer].params) {
+      if (spec.name != info.name) continue;
+      std::vector<float> values(info.count);
+      FillInitial(spec, seed, p, values);
+      WriteParam(static_cast<int>(p), values);
+    }
+  }
+}
 
 std::vector<std::string> EngineNames() {
 #ifdef PSBENCH_HAVE_CUDA

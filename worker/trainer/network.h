@@ -45,8 +45,9 @@ class Network {
   // Hands over host memory for parameter values and gradients, params()[i].bytes each,
   // 64-byte aligned, alive as long as the network. Call once, before anything else.
   virtual absl::Status Bind(std::span<float* const> values, std::span<float* const> grads) = 0;
-  // Deterministic initial values from `seed`, the same on every engine and batch size.
-  virtual void InitParams(uint64_t seed) = 0;
+  // Deterministic initial values from `seed`, the same on every engine and batch size
+  // (FillInitial in the canonical layout, through WriteParam).
+  void InitParams(uint64_t seed);
 
   // One batch: images batch x C x H x W (NCHW, plain floats), labels batch.
   virtual void SetBatch(std::span<const float> images, std::span<const int> labels) = 0;
