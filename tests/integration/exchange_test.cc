@@ -14,6 +14,7 @@
 #include "payloads/payload.h"
 #include "psbench.grpc.pb.h"
 #include "tests/integration/exchange_handlers.h"
+#include "tests/integration/exchange_steps.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/transport.h"
 
@@ -53,14 +54,6 @@ class GrpcExchangeTest : public ::testing::TestWithParam<WireMode> {
   }
 
   // One exchange, waited for (bounded).
-  static absl::Status Exchange(Client& c, int request, int reply, uint64_t tag = 7) {
-    c.StartExchange(0, request, reply, tag);
-    auto done = c.Next(absl::Now() + absl::Seconds(30));
-    if (!done.ok()) return done.status();
-    EXPECT_EQ(done->tag, tag);
-    return done->status;
-  }
-
   void StopServer() {
     if (!server_) return;
     server_->Shutdown();
@@ -87,7 +80,7 @@ TEST_P(GrpcExchangeTest, ImmediateAnswerLandsInTheReplyPayload) {
     // New gradients every step: with validate, checksums are of the bytes as sent.
     for (int step = 0; step < 4; ++step) {
       FillFloats(request, static_cast<float>(step * 10));
-      ASSERT_TRUE(Exchange(*client, *req, *rep).ok()) << "step " << step;
+      ASSERT_TRUE(ExchangeOnce(*client, *req, *rep).ok()) << "step " << step;
       EXPECT_EQ(CompareFloats(request, reply, [](float x) { return x + 1; }), "") << step;
     }
   }
@@ -120,31 +113,7 @@ TEST_P(GrpcExchangeTest, SynchronousStepAnswersEveryWorkerLater) {
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
-      Client& c = *clients[w];
-      Payload req_p(TrainingSizes(true), 3), rep_p(TrainingSizes(true), 4);
-      auto req = c.Register(req_p);
-      auto rep = c.Register(rep_p);
-      if (!req.ok() || !rep.ok()) {
-        failures[w] = "register failed";
-        return;
-      }
-      for (int step = 1; step <= kSteps; ++step) {
-        FillFloats(req_p, static_cast<float>(step * (w + 1)));
-        absl::Status s = Exchange(c, *req, *rep, step);
-        if (!s.ok()) {
-          failures[w] = absl::StrCat("step ", step, ": ", s.ToString());
-          return;
-        }
-        // The sum over workers of step * (w + 1) + index: step * (1 + 2 + 3) + 3 * index.
-        std::string diff = CompareFloats(req_p, rep_p, [&](float x) {
-          float index = x - static_cast<float>(step * (w + 1));
-          return static_cast<float>(step * 6) + kWorkers * index;
-        });
-        if (!diff.empty()) {
-          failures[w] = absl::StrCat("step ", step, ": ", diff);
-          return;
-        }
-      }
+      failures[w] = SyncSumWorker(*clients[w], TrainingSizes(true), w, kWorkers, kSteps);
     });
   }
   for (auto& t : workers) t.join();
@@ -162,7 +131,7 @@ TEST_P(GrpcExchangeTest, WithoutHandlerExchangesFailAndThePsServesOn) {
   auto rep = client->Register(reply);
   ASSERT_TRUE(req.ok() && rep.ok());
   for (int i = 0; i < 2; ++i) {
-    absl::Status s = Exchange(*client, *req, *rep);
+    absl::Status s = ExchangeOnce(*client, *req, *rep);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_NE(s.message().find("PS " + address_ + ": "), std::string::npos) << s;
     EXPECT_NE(s.message().find("does not serve exchanges"), std::string::npos) << s;
@@ -184,7 +153,7 @@ TEST_P(GrpcExchangeTest, HandlerErrorIsPrefixedWithThePsAddress) {
   auto req = client->Register(request);
   auto rep = client->Register(reply);
   ASSERT_TRUE(req.ok() && rep.ok());
-  absl::Status s = Exchange(*client, *req, *rep);
+  absl::Status s = ExchangeOnce(*client, *req, *rep);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_EQ(s.message(), "PS " + address_ + ": optimizer state does not fit");
 }
@@ -198,7 +167,7 @@ TEST_P(GrpcExchangeTest, DroppedAnswerIsAnInternalError) {
   auto req = client->Register(request);
   auto rep = client->Register(reply);
   ASSERT_TRUE(req.ok() && rep.ok());
-  absl::Status s = Exchange(*client, *req, *rep);
+  absl::Status s = ExchangeOnce(*client, *req, *rep);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   EXPECT_NE(s.message().find("dropped the exchange unanswered"), std::string::npos) << s;
 }
@@ -215,10 +184,10 @@ TEST_P(GrpcExchangeTest, MismatchedOrUnknownPayloadsAreInvalidArgument) {
   auto s2 = client->Register(resized);
   ASSERT_TRUE(req.ok() && s1.ok() && s2.ok());
   for (int reply : {*s1, *s2, 99, -1}) {
-    absl::Status s = Exchange(*client, *req, reply);
+    absl::Status s = ExchangeOnce(*client, *req, reply);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   }
-  EXPECT_EQ(Exchange(*client, 42, *req).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExchangeOnce(*client, 42, *req).code(), absl::StatusCode::kInvalidArgument);
   client->StartExchange(5, *req, *req, 1);  // no PS 5
   auto done = client->Next(absl::Now() + absl::Seconds(5));
   ASSERT_TRUE(done.ok());
@@ -240,7 +209,7 @@ TEST_P(GrpcExchangeTest, CorruptedRequestIsDataLoss) {
   auto req = client->Register(request);
   auto rep = client->Register(reply);
   ASSERT_TRUE(req.ok() && rep.ok());
-  absl::Status s = Exchange(*client, *req, *rep);
+  absl::Status s = ExchangeOnce(*client, *req, *rep);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("PS " + address_), std::string::npos) << s;
   EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;

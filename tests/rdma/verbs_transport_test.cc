@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "payloads/payload.h"
 #include "tests/integration/exchange_handlers.h"
+#include "tests/integration/exchange_steps.h"
 #include "transports/transport.h"
 
 namespace psbench {
@@ -20,10 +21,12 @@ namespace {
 
 using testing::AddOneHandler;
 using testing::CompareFloats;
+using testing::ExchangeOnce;
 using testing::FailingHandler;
 using testing::FillFloats;
 using testing::HoldingHandler;
 using testing::SyncStepHandler;
+using testing::SyncSumWorker;
 using testing::TrainingSizes;
 
 bool HaveDevice() {
@@ -127,14 +130,6 @@ class VerbsTransportTest : public ::testing::TestWithParam<Mode> {
   }
 
   // One exchange, waited for (bounded).
-  static absl::Status Exchange(Client& c, int request, int reply, uint64_t tag = 7) {
-    c.StartExchange(0, request, reply, tag);
-    auto done = c.Next(absl::Now() + absl::Seconds(30));
-    if (!done.ok()) return done.status();
-    EXPECT_EQ(done->tag, tag);
-    return done->status;
-  }
-
   void StopServer() {
     if (!server_) return;
     server_->Shutdown();
@@ -370,7 +365,7 @@ TEST_P(VerbsTransportTest, ExchangeAnswersInTheSlotOrFromPooledMemory) {
       ASSERT_TRUE(req.ok() && rep.ok());
       for (int step = 0; step < 3; ++step) {
         FillFloats(request, static_cast<float>(step * 10 + large));
-        ASSERT_TRUE(Exchange(*client, *req, *rep).ok()) << "large " << large << " step " << step;
+        ASSERT_TRUE(ExchangeOnce(*client, *req, *rep).ok()) << "large " << large << " step " << step;
         EXPECT_EQ(CompareFloats(request, reply, [](float x) { return x + 1; }), "");
         ++exchanges;
         bytes += request.total_bytes();
@@ -449,30 +444,7 @@ TEST_P(VerbsTransportTest, SynchronousStepAnswersEveryWorkerLater) {
   std::vector<std::thread> threads;
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&, w] {
-      Client& c = *clients[w];
-      Payload request(sizes, 3), reply(sizes, 4);
-      auto req = c.Register(request);
-      auto rep = c.Register(reply);
-      if (!req.ok() || !rep.ok()) {
-        failures[w] = "register failed";
-        return;
-      }
-      for (int step = 1; step <= kSteps; ++step) {
-        FillFloats(request, static_cast<float>(step * (w + 1)));
-        absl::Status s = Exchange(c, *req, *rep, step);
-        if (!s.ok()) {
-          failures[w] = absl::StrCat("step ", step, ": ", s.ToString());
-          return;
-        }
-        std::string diff = CompareFloats(request, reply, [&](float x) {
-          float index = x - static_cast<float>(step * (w + 1));
-          return static_cast<float>(step * 6) + kWorkers * index;
-        });
-        if (!diff.empty()) {
-          failures[w] = absl::StrCat("step ", step, ": ", diff);
-          return;
-        }
-      }
+      failures[w] = SyncSumWorker(*clients[w], sizes, w, kWorkers, kSteps);
     });
   }
   for (auto& t : threads) t.join();
@@ -490,7 +462,7 @@ TEST_P(VerbsTransportTest, ExchangeWithoutHandlerFailsAndThePsServesOn) {
     auto req = client->Register(request);
     auto rep = client->Register(reply);
     ASSERT_TRUE(req.ok() && rep.ok());
-    absl::Status s = Exchange(*client, *req, *rep);
+    absl::Status s = ExchangeOnce(*client, *req, *rep);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_NE(s.message().find("PS " + address_ + ": "), std::string::npos) << s;
     EXPECT_NE(s.message().find("does not serve exchanges"), std::string::npos) << s;
@@ -509,7 +481,7 @@ TEST_P(VerbsTransportTest, ExchangeHandlerErrorsNameThePs) {
   auto rep = client->Register(reply);
   ASSERT_TRUE(req.ok() && rep.ok());
   for (int i = 0; i < 3; ++i) {  // a refused exchange gives its slot back
-    absl::Status s = Exchange(*client, *req, *rep);
+    absl::Status s = ExchangeOnce(*client, *req, *rep);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
     EXPECT_EQ(s.message(), "PS " + address_ + ": optimizer state does not fit");
   }
@@ -526,7 +498,7 @@ TEST_P(VerbsTransportTest, ExchangeWithMismatchedPayloadsIsInvalidArgument) {
   auto o = client->Register(other);
   ASSERT_TRUE(req.ok() && o.ok());
   for (int reply : {*o, 99, -1}) {
-    EXPECT_EQ(Exchange(*client, *req, reply).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ExchangeOnce(*client, *req, reply).code(), absl::StatusCode::kInvalidArgument);
   }
   client->Start(Op::kExchange, 0, *req, 1);
   auto done = client->Next(absl::Now() + absl::Seconds(5));
@@ -545,7 +517,7 @@ TEST_P(VerbsTransportTest, CorruptedExchangeIsDataLoss) {
     auto req = client->Register(request);
     auto rep = client->Register(reply);
     ASSERT_TRUE(req.ok() && rep.ok());
-    absl::Status s = Exchange(*client, *req, *rep);
+    absl::Status s = ExchangeOnce(*client, *req, *rep);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
   }
