@@ -7,8 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -132,6 +137,59 @@ std::string ChildProcess::Describe(int status) {
     return absl::StrCat("killed by SIG", name ? name : absl::StrCat(status - 128));
   }
   return absl::StrCat("exited with status ", status);
+}
+
+void AdoptOrphans() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+namespace {
+
+// Our children, from /proc (waitpid cannot list them without reaping).
+std::vector<pid_t> ChildrenOfSelf() {
+  std::vector<pid_t> out;
+  pid_t self = getpid();
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::stringstream stat;
+    stat << in.rdbuf();
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    std::string text = stat.str();
+    size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == self) out.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return out;
+}
+
+}  // namespace
+
+int ReapOrphans(absl::Duration grace) {
+  int reaped = 0;
+  bool killed = false;
+  absl::Time deadline = absl::Now() + grace;
+  while (true) {
+    int st = 0;
+    pid_t r = waitpid(-1, &st, WNOHANG);
+    if (r > 0) {
+      ++reaped;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return reaped;  // ECHILD: none left
+    if (!killed && absl::Now() >= deadline) {
+      for (pid_t pid : ChildrenOfSelf()) kill(pid, SIGKILL);
+      killed = true;
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
 }
 
 }  // namespace psbench

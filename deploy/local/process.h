@@ -49,6 +49,16 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
+// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER), so
+// ranks whose launcher died come back to us instead of to init.
+void AdoptOrphans();
+
+// Reaps every child left once the tracked ones are done: waits up to `grace` for them to
+// exit (ranks killed by PR_SET_PDEATHSIG still need a moment to tear down), then SIGKILLs
+// and reaps what remains, so the launcher never exits while a process of its run lives.
+// Returns how many were reaped.
+int ReapOrphans(absl::Duration grace);
+
 }  // namespace psbench
 
 #endif  // PSBENCH_DEPLOY_LOCAL_PROCESS_H_

@@ -1061,4 +1061,10 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace psbench
 
-int main(int argc, char** argv) { return psbench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Ranks orphaned by a dying mpirun come back to us and are reaped before we exit.
+  psbench::AdoptOrphans();
+  int code = psbench::Main(argc, argv);
+  psbench::ReapOrphans(absl::Seconds(5));
+  return code;
+}
