@@ -1,10 +1,17 @@
 #include "bench/sysinfo.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -91,6 +98,62 @@ std::string HostName() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+absl::StatusOr<std::string> ResolveListenAddress(absl::string_view spec_view) {
+  std::string spec(spec_view);
+  if (spec.empty()) return absl::InvalidArgumentError("--listen is empty; give an address or an interface");
+  in6_addr v6{};
+  if (inet_pton(AF_INET, spec.c_str(), &v6) == 1 || inet_pton(AF_INET6, spec.c_str(), &v6) == 1) {
+    return spec;
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    std::string v4_address, v6_address;
+    bool interface_exists = false;
+    std::vector<std::string> names;
+    for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_name == nullptr) continue;
+      if (std::find(names.begin(), names.end(), a->ifa_name) == names.end()) names.push_back(a->ifa_name);
+      if (spec != a->ifa_name) continue;
+      interface_exists = true;
+      if (a->ifa_addr == nullptr) continue;
+      char text[INET6_ADDRSTRLEN] = {};
+      if (a->ifa_addr->sa_family == AF_INET && v4_address.empty()) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+        v4_address = text;
+      } else if (a->ifa_addr->sa_family == AF_INET6 && v6_address.empty()) {
+        const in6_addr& addr = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+        if (IN6_IS_ADDR_LINKLOCAL(&addr)) continue;  // needs a scope id: not dialable as is
+        inet_ntop(AF_INET6, &addr, text, sizeof text);
+        v6_address = text;
+      }
+    }
+    freeifaddrs(list);
+    if (interface_exists) {
+      if (!v4_address.empty()) return v4_address;
+      if (!v6_address.empty()) return v6_address;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--listen=", spec, ": interface ", spec, " has no IPv4 or global IPv6 address"));
+    }
+    // Not an interface: a host name, resolved below.
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(spec.c_str(), nullptr, &hints, &found) == 0 && found != nullptr) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* addr = found->ai_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(found->ai_addr)->sin6_addr);
+      inet_ntop(found->ai_family, addr, text, sizeof text);
+      freeaddrinfo(found);
+      return std::string(text);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", spec, " is not an address, an interface of this host (",
+        absl::StrJoin(names, ", "), ") or a resolvable host name"));
+  }
+  return absl::InternalError(absl::StrCat("--listen=", spec, ": getifaddrs: ", strerror(errno)));
 }
 
 std::string PsbenchVersion() { return PSBENCH_VERSION; }

@@ -29,6 +29,10 @@ std::string CurrentAffinity();  // as a CPU list, e.g. "0-1"
 int LastCpu();                  // the CPU the calling thread runs on now
 
 std::string HostName();
+// The address a PS listens on, from --listen: an IPv4 or IPv6 literal (0.0.0.0 or :: for every
+// interface), the name of a network interface (ib0, eth0: its first IPv4 address, else its
+// first global IPv6 one), or a host name (its first address). Errors say which of them failed.
+absl::StatusOr<std::string> ResolveListenAddress(absl::string_view spec);
 std::string PsbenchVersion();
 // Host, kernel, CPU model, core count, versions of psbench, gRPC, protobuf and the compiler.
 nlohmann::json Environment();

@@ -19,6 +19,11 @@ packages=(
   libopenmpi-dev openmpi-bin
   # The embedded trainer's CPU engine: oneDNN (its CMake config wants the OpenCL loader).
   libdnnl-dev ocl-icd-opencl-dev
+  # Cluster launchers and their tests: a one-node Slurm cluster (slurmctld, slurmd, munge),
+  # ssh host lists against a real sshd, TLS certificates made by the tests.
+  slurm-wlm slurm-client munge openssh-server openssh-client openssl
+  # psbench report: plots (matplotlib), and the headless browser that checks the page.
+  python3-matplotlib chromium
 )
 
 # --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh.

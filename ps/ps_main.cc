@@ -15,7 +15,9 @@
 #include "ps/param_store.h"
 #include "transports/transport.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (127.0.0.1 for loopback only)");
+ABSL_FLAG(std::string, listen, "127.0.0.1",
+          "where to listen: an address (0.0.0.0 or :: for every interface), an interface "
+          "(ib0, eth0: its address) or a host name; loopback only unless given");
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
 ABSL_FLAG(std::string, transport, "grpc",
           "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (as a rank of one mpirun with the "
@@ -33,7 +35,7 @@ namespace {
 
 constexpr char kProgram[] = "psbench-ps";
 constexpr char kUsage[] =
-    "psbench-ps [--host=0.0.0.0] [--port=0] [--transport=grpc] [--threads=1] [--cpu=LIST]\n"
+    "psbench-ps [--listen=127.0.0.1|ADDRESS|INTERFACE] [--port=0] [--transport=grpc] [--threads=1] [--cpu=LIST]\n"
     "A parameter server for psbench workers. Prints 'psbench-ps listening on HOST:PORT' once\n"
     "it serves, and runs until SIGTERM or SIGINT.";
 
@@ -62,7 +64,9 @@ int Main(int argc, char** argv) {
   ParamStore param_store;
   ServerOptions options;
   options.exchange_handler = &param_store;
-  options.host = absl::GetFlag(FLAGS_host);
+  auto listen = ResolveListenAddress(absl::GetFlag(FLAGS_listen));
+  if (!listen.ok()) Die(kProgram, listen.status(), kExitUsage);
+  options.host = *listen;
   options.port = port;
   options.threads = threads;
   options.busy_poll = absl::GetFlag(FLAGS_busy_poll);

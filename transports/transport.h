@@ -154,7 +154,7 @@ class ExchangeHandler {
 };
 
 struct ServerOptions {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
   int port = 0;      // 0 picks a free port
   int threads = 1;   // completion-queue threads serving the data plane
   bool busy_poll = false;  // serving threads spin instead of sleeping

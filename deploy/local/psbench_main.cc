@@ -228,7 +228,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
     if (i > 0) argv.push_back(":");
     for (const std::string& a :
          {std::string("-np"), std::string("1"), (o.bin_dir / "psbench-ps").string(),
-          std::string("--host=127.0.0.1"), std::string("--port=0"),
+          std::string("--listen=127.0.0.1"), std::string("--port=0"),
           "--transport=" + s.transport, absl::StrCat("--threads=", o.ps_threads)}) {
       argv.push_back(a);
     }
@@ -301,7 +301,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   int num_workers = s.benchmark == Benchmark::kThroughput ? o.num_workers : 1;
   std::vector<ChildProcess> ps;
   for (int i = 0; i < num_ps; ++i) {
-    std::vector<std::string> argv = {(o.bin_dir / "psbench-ps").string(), "--host=127.0.0.1",
+    std::vector<std::string> argv = {(o.bin_dir / "psbench-ps").string(), "--listen=127.0.0.1",
                                      "--port=0", "--transport=" + s.transport,
                                      absl::StrCat("--threads=", o.ps_threads)};
     if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);

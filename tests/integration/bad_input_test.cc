@@ -90,7 +90,7 @@ TEST_P(BadInputTest, ExitsTwoWithOneLineNamingTheProblem) {
       break;
     case Tool::kPs:
       program = "psbench-ps";
-      args = PsArgv({"--host=127.0.0.1", "--port=0"});
+      args = PsArgv({"--listen=127.0.0.1", "--port=0"});
       break;
   }
   for (const auto& a : c.args) args.push_back(Expand(a, tmp_.path()));
@@ -196,6 +196,8 @@ const std::vector<BadInput> kRunCases = {
 
 const std::vector<BadInput> kPsCases = {
     {"PortOutOfRange", Tool::kPs, {"--port=99999"}, {"--port=99999"}},
+    {"ListenNoSuchInterface", Tool::kPs, {"--listen=nosuch0"}, {"--listen=nosuch0", "interface"}},
+    {"ListenEmpty", Tool::kPs, {"--listen="}, {"--listen", "empty"}},
     {"ZeroThreads", Tool::kPs, {"--threads=0"}, {"--threads"}},
     {"CpuOutOfRange", Tool::kPs, {"--cpu=99"}, {"--cpu=99"}},
     {"NegativeFaultRate", Tool::kPs, {"--fault-corrupt-every=-1"}, {"--fault-corrupt-every"}},
@@ -255,13 +257,20 @@ TEST_F(BadInputProcessTest, UnreachableSecondPsIsTheOneNamed) {
   EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
 }
 
+// An interface name resolves to that interface's address.
+TEST_F(BadInputProcessTest, PsListensOnANamedInterface) {
+  auto ps = PsServer::Start({"--listen=lo"});
+  ASSERT_TRUE(ps);  // its first line names 127.0.0.1
+  EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
+}
+
 TEST_F(BadInputProcessTest, PsPortInUse) {
   auto first = PsServer::Start();
   ASSERT_TRUE(first);
   const std::string port = std::to_string(first->port());
-  ExpectUsageError(RunCommand(PsArgv({"--host=127.0.0.1", "--port=" + port}), seconds(20)),
+  ExpectUsageError(RunCommand(PsArgv({"--listen=127.0.0.1", "--port=" + port}), seconds(20)),
                    "psbench-ps", {"in use", "127.0.0.1", port});
-  ExpectUsageError(RunCommand(PsArgv({"--host=0.0.0.0", "--port=" + port}), seconds(20)),
+  ExpectUsageError(RunCommand(PsArgv({"--listen=0.0.0.0", "--port=" + port}), seconds(20)),
                    "psbench-ps", {"in use", port});
   EXPECT_TRUE(first->process().Running()) << "the first PS keeps serving";
   EXPECT_EQ(first->process().Stop(SIGTERM), 0);
@@ -278,7 +287,7 @@ bool HostHasRdmaDevice() {
 TEST_F(BadInputProcessTest, VerbsPsWithoutRdmaDevice) {
   if (HostHasRdmaDevice()) GTEST_SKIP() << "this host has an RDMA device";
   ExpectUsageError(
-      RunCommand(PsArgv({"--host=127.0.0.1", "--transport=grpc+verbs"}), seconds(20)),
+      RunCommand(PsArgv({"--listen=127.0.0.1", "--transport=grpc+verbs"}), seconds(20)),
       "psbench-ps", {"no RDMA device found: ibv_get_device_list returned 0"});
 }
 

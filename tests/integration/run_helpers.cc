@@ -190,7 +190,8 @@ Argv PsArgv(const Argv& flags) {
 }
 
 std::unique_ptr<PsServer> PsServer::Start(const Argv& flags) {
-  Argv args = {"--host=127.0.0.1", "--port=0"};
+  // No --listen: a PS serves loopback unless told otherwise, which the first line shows.
+  Argv args = {"--port=0"};
   args.insert(args.end(), flags.begin(), flags.end());
   std::unique_ptr<PsServer> ps(new PsServer);
   ps->process_ = std::make_unique<Process>(PsArgv(args));

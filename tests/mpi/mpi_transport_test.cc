@@ -27,7 +27,7 @@ Argv MpmdArgv(int ps, const Argv& ps_flags, int workers, const Argv& worker_flag
   Argv argv = Mpirun();
   if (ps > 0) {
     argv = Concat(argv, {"-np", std::to_string(ps), BinPath("psbench-ps"), "--transport=grpc+mpi",
-                         "--host=127.0.0.1"});
+                         "--listen=127.0.0.1"});
     argv = Concat(argv, ps_flags);
   }
   if (workers > 0) {

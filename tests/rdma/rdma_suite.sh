@@ -147,7 +147,7 @@ start_ps() {
     case_log "$name"
     PS_LOG=$LOG PS_PORT=
     : >"$PS_LOG.out"    # exists before the first read below
-    timeout -k 5 "$PS_LIFETIME" "$BIN/psbench-ps" --host=127.0.0.1 --port=0 --transport="$T" \
+    timeout -k 5 "$PS_LIFETIME" "$BIN/psbench-ps" --listen=127.0.0.1 --port=0 --transport="$T" \
         "${EXTRA[@]}" "$@" >"$PS_LOG.out" 2>"$PS_LOG.err" &
     PS_PID=$!
     SERVERS+=("$PS_PID")
@@ -393,7 +393,7 @@ if [ "$T" = grpc+verbs ] && selected verbs/port-down && [ -d /sys/class/infiniba
     state=/sys/class/infiniband/rxe0/ports/1/state
     ip link set dummy0 down
     for ((i = 0; i < 50; i++)); do [[ $(<"$state") == *DOWN* ]] && break; sleep 0.1; done
-    timeout -k 5 30 "$BIN/psbench-ps" --host=127.0.0.1 --transport="$T" \
+    timeout -k 5 30 "$BIN/psbench-ps" --listen=127.0.0.1 --transport="$T" \
         >"$LOG.out" 2>"$LOG.err" || rc=$?
     ip link set dummy0 up
     for ((i = 0; i < 100; i++)); do [[ $(<"$state") == *ACTIVE* ]] && break; sleep 0.1; done
