@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway one-node Slurm cluster for the tests (Debian 12 slurm-wlm 22.05 + munge).
 #
-#   slurm_cluster.sh start DIR   # DIR: an empty directory of the caller's; everything goes there
+#   slurm_cluster.sh start DIR [OWNER_PID]   # DIR: an empty directory; everything goes there
 #   slurm_cluster.sh stop DIR    # cancel every job, stop the daemons, kill what is left
 #   slurm_cluster.sh procs DIR   # list the live processes of that cluster; exit 1 if any
 #
@@ -16,15 +16,20 @@
 # accounting database, no slurmd from /etc. The node claims 8 CPUs whatever the machine has
 # (SlurmdParameters=config_overrides), so a 1 PS x 2 worker job fits on a 2-core machine.
 #
+# With OWNER_PID (a test's pid), a watchdog stops the cluster once that process is gone: a test
+# killed by its timeout does not leave daemons running.
+#
 # "Processes of the cluster" = those whose command line names DIR (munged, slurmctld, slurmd)
 # or whose environment holds SLURM_CONF=DIR/slurm.conf: the daemons are started with it, and
 # slurmd passes its environment to every slurmstepd and srun passes the caller's to the tasks.
 set -euo pipefail
 
 die() { echo "slurm_cluster.sh: $*" >&2; exit 1; }
-[[ $# -eq 2 ]] || die "usage: slurm_cluster.sh start|stop|procs DIR"
+[[ $# -eq 2 || ($# -eq 3 && $1 == start) ]] ||
+  die "usage: slurm_cluster.sh start DIR [OWNER_PID] | stop DIR | procs DIR"
 cmd=$1
 dir=$(realpath -m -- "$2")
+owner=${3:-}
 conf=$dir/slurm.conf
 
 # Field $2 of /proc/$1/stat (3 = state, 4 = parent), counted as proc(5) does; the command
@@ -168,10 +173,27 @@ EOF
     stop
     exit 1
   fi
+  if [[ -n $owner ]]; then
+    # Not a cluster process by the rules above (no DIR/ in its command line): stop kills it
+    # by its pid file, unless stop is the watchdog itself.
+    # It waits with read -t on a FIFO nothing writes to, not sleep: a sleep child would outlive
+    # a killed watchdog for up to a second and count as a process left behind.
+    mkfifo "$dir/watchdog.fifo"
+    (
+      trap '' HUP
+      exec 3<>"$dir/watchdog.fifo"
+      while kill -0 "$owner" 2>/dev/null; do read -rt 1 -u 3 || true; done
+      stop
+    ) >>"$dir/log/watchdog.out" 2>&1 </dev/null &
+    echo $! >"$dir/watchdog.pid"
+  fi
   echo "SLURM_CONF=$conf"
 }
 
 stop() {
+  local watchdog
+  watchdog=$(cat "$dir/watchdog.pid" 2>/dev/null || true)
+  [[ -n $watchdog && $watchdog != "$BASHPID" ]] && kill "$watchdog" 2>/dev/null || true
   if [[ -f $conf ]]; then
     SLURM_CONF=$conf timeout 10 scancel --quiet --full --user="$(id -un)" >/dev/null 2>&1 || true
     # Give running steps a moment to end through Slurm (KillWait=2) before signalling.
