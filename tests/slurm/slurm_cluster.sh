@@ -27,6 +27,11 @@ set -euo pipefail
 die() { echo "slurm_cluster.sh: $*" >&2; exit 1; }
 [[ $# -eq 2 || ($# -eq 3 && $1 == start) ]] ||
   die "usage: slurm_cluster.sh start DIR [OWNER_PID] | stop DIR | procs DIR"
+# Without a caller's SLURM_CONF (a test that exported this cluster's), even in /proc/PID/environ
+# of this script's subshells, which keeps the environment it was started with: otherwise they
+# and the commands it runs would look like processes of the cluster. Each slurm command gets
+# it below.
+[[ -v SLURM_CONF ]] && exec env -u SLURM_CONF "$BASH" "${BASH_SOURCE[0]}" "$@"
 cmd=$1
 dir=$(realpath -m -- "$2")
 owner=${3:-}
