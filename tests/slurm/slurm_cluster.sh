@@ -138,6 +138,8 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
 SwitchType=switch/none
+# No mail from a test cluster (and no "MailProg is invalid" in its log).
+MailProg=/bin/true
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -199,7 +201,10 @@ stop() {
   local watchdog
   watchdog=$(cat "$dir/watchdog.pid" 2>/dev/null || true)
   [[ -n $watchdog && $watchdog != "$BASHPID" ]] && kill "$watchdog" 2>/dev/null || true
-  if [[ -f $conf ]]; then
+  # Through Slurm first, while slurmctld lives (a dead one would make scancel retry for 10 s).
+  local ctld
+  ctld=$(cat "$dir/slurmctld.launch.pid" 2>/dev/null || true)
+  if [[ -n $ctld ]] && kill -0 "$ctld" 2>/dev/null && [[ $(stat_field "$ctld" 3) != Z ]]; then
     SLURM_CONF=$conf timeout 10 scancel --quiet --full --user="$(id -un)" >/dev/null 2>&1 || true
     # Give running steps a moment to end through Slurm (KillWait=2) before signalling.
     local deadline=$((SECONDS + 5))

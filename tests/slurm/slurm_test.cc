@@ -1,0 +1,335 @@
+// psbench under a real Slurm: each test starts a one-node cluster of its own
+// (tests/slurm/slurm_cluster.sh: munged, slurmctld, slurmd, all state in the test's temp dir)
+// and stops it after, then checks that no process of it is left. Covered: the cluster itself
+// (srun), `psbench slurm` inside an allocation, the sbatch script, --ps-interface, and the
+// refusals outside an allocation. The fixture is a child subreaper (IntegrationTest): daemons,
+// slurmstepd and job tasks all come back to it, so anything left fails the test.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/run_helpers.h"
+
+extern char** environ;
+
+namespace psbench::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kClusterScript = SourcePath("tests/slurm/slurm_cluster.sh");
+const std::string kSbatchScript = SourcePath("deploy/slurm/psbench.sbatch");
+
+// A program on PATH, as a path (Process execs argv[0] as given).
+std::string Which(const std::string& name) {
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(at, end - at) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = end + 1;
+  }
+  return "/usr/bin/" + name;
+}
+
+std::string ShortHostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string host = name;
+  return host.substr(0, host.find('.'));
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Every SLURM_* variable of this process's environment: a test run inside a real Slurm job
+// must not hand that job's id or nodes to the test cluster's commands.
+void UnsetSlurmEnvironment() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (entry.rfind("SLURM_", 0) == 0) names.push_back(entry.substr(0, entry.find('=')));
+  }
+  for (const auto& name : names) unsetenv(name.c_str());
+}
+
+// A cluster of the script's in `dir` (created here), with a watchdog on this process.
+RunResult StartCluster(const std::string& dir) {
+  fs::create_directories(dir);
+  return RunCommand({kClusterScript, "start", dir, std::to_string(getpid())}, seconds(60));
+}
+RunResult StopCluster(const std::string& dir) {
+  return RunCommand({kClusterScript, "stop", dir}, seconds(60));
+}
+// Exit 0 when no process of the cluster in `dir` is left; else 1 and a list of them.
+RunResult ClusterProcesses(const std::string& dir) {
+  return RunCommand({kClusterScript, "procs", dir}, seconds(30));
+}
+
+// The pids `procs` lists ("  pid N (comm): cmdline").
+std::vector<pid_t> ListedPids(const std::string& procs_output) {
+  std::vector<pid_t> pids;
+  static const std::regex kPid(R"(^\s*pid (\d+) )");
+  for (const auto& line : Lines(procs_output)) {
+    std::smatch m;
+    if (std::regex_search(line, m, kPid)) pids.push_back(std::stoi(m[1]));
+  }
+  return pids;
+}
+
+// No cluster: SLURM_* cleared, so commands behave as outside any allocation.
+class SlurmNoClusterTest : public IntegrationTest {
+ protected:
+  void SetUp() override {
+    IntegrationTest::SetUp();
+    UnsetSlurmEnvironment();
+  }
+};
+
+// A running cluster (SLURM_CONF points at it) and PSBENCH_BIN_DIR naming this build's binaries.
+class SlurmTest : public IntegrationTest {
+ protected:
+  void SetUp() override {
+    IntegrationTest::SetUp();
+    UnsetSlurmEnvironment();
+    cluster_ = tmp_.File("cluster");
+    RunResult start = StartCluster(cluster_);
+    ASSERT_EQ(start.exit_code, 0) << start.Describe();
+    setenv("SLURM_CONF", (cluster_ + "/slurm.conf").c_str(), 1);
+    setenv("PSBENCH_BIN_DIR", PSBENCH_BIN_DIR, 1);
+  }
+
+  void TearDown() override {
+    RunResult stop = StopCluster(cluster_);
+    EXPECT_EQ(stop.exit_code, 0) << stop.Describe();
+    RunResult left = ClusterProcesses(cluster_);
+    EXPECT_EQ(left.exit_code, 0) << "processes of the test cluster left running:\n" << left.out;
+    unsetenv("SLURM_CONF");
+    unsetenv("PSBENCH_BIN_DIR");
+    IntegrationTest::TearDown();
+  }
+
+  // Where a failed job's daemons said why.
+  std::string ClusterLogs() const {
+    std::string logs;
+    for (const char* log : {"log/slurmctld.log", "log/slurmd.log"}) {
+      logs += std::string("--- ") + log + " (tail) ---\n";
+      auto lines = Lines(ReadFile(cluster_ + "/" + log));
+      for (size_t i = lines.size() > 30 ? lines.size() - 30 : 0; i < lines.size(); ++i) {
+        logs += lines[i] + "\n";
+      }
+    }
+    return logs;
+  }
+
+  TempDir tmp_;
+  std::string cluster_;
+};
+
+// The scenario every psbench job here runs: short, by count.
+const Argv kThroughput = {"--num-ps=1", "--benchmark=throughput", "--warmup-iterations=1",
+                          "--iterations=20", "--connect-timeout=20s"};
+
+// `psbench slurm` inside `salloc -n 3`.
+Argv SallocPsbench(const Argv& flags) {
+  return Concat({Which("salloc"), "--quiet", "-n", "3", "--time=5", BinPath("psbench"), "slurm"},
+                flags);
+}
+
+// The JSON Lines of a 1 PS x 2 worker throughput run: one record per worker and the total.
+void ExpectOnePsTwoWorkers(const std::vector<Json>& records, const std::string& context) {
+  ASSERT_EQ(records.size(), 3u) << context;
+  std::set<int> workers;
+  for (const Json& r : records) {
+    EXPECT_EQ(r["benchmark"], "throughput") << r.dump();
+    EXPECT_EQ(r["transport"], "grpc") << r.dump();
+    EXPECT_EQ(r["ps"], 1) << r.dump();
+    EXPECT_EQ(r["workers"], 2) << r.dump();
+    ASSERT_EQ(r["placement"]["ps"].size(), 1u) << r.dump();
+    if (r["scope"] == "worker") {
+      workers.insert(r["worker_index"].get<int>());
+      EXPECT_EQ(r["iterations"], 20) << r.dump();
+      EXPECT_GT(r["rpc_per_s"].get<double>(), 0) << r.dump();
+    }
+  }
+  EXPECT_EQ(workers, (std::set<int>{0, 1})) << context;
+  EXPECT_EQ(records.back()["scope"], "total") << context;
+  EXPECT_EQ(records.back()["iterations"], 40) << context;
+}
+
+// The throughput table: its header and the total row.
+void ExpectThroughputTable(const std::string& out, const std::string& context) {
+  EXPECT_TRUE(Contains(out, "RPC/s")) << context;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"((^|\n) *total +\d+ +40 )"))) << context;
+}
+
+// --- the cluster -----------------------------------------------------------------------------
+
+TEST_F(SlurmTest, ClusterRunsThreeTasks) {
+  RunResult r = RunCommand({Which("srun"), "-n", "3", "hostname", "-s"}, seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.Describe();
+  for (const auto& line : lines) EXPECT_EQ(line, ShortHostname());
+}
+
+// A crashed earlier run leaves daemons running or killed mid-way, with its state on disk; a
+// new cluster (own directory, ports, munge socket) works beside them, and so does the fixture's.
+TEST_F(SlurmTest, CrashedClustersDoNotBreakTheNext) {
+  const std::string alive = tmp_.File("left-running"), killed = tmp_.File("killed");
+  RunResult a = StartCluster(alive);
+  ASSERT_EQ(a.exit_code, 0) << a.Describe();
+  RunResult k = StartCluster(killed);
+  ASSERT_EQ(k.exit_code, 0) << k.Describe();
+  for (pid_t pid : ListedPids(ClusterProcesses(killed).out)) kill(pid, SIGKILL);
+
+  const std::string next = tmp_.File("next");
+  RunResult n = StartCluster(next);
+  EXPECT_EQ(n.exit_code, 0) << n.Describe();
+  for (const auto& dir : {next, cluster_}) {
+    setenv("SLURM_CONF", (dir + "/slurm.conf").c_str(), 1);
+    RunResult r = RunCommand({Which("srun"), "-n", "3", "true"}, seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << dir << "\n" << r.Describe();
+  }
+  setenv("SLURM_CONF", (cluster_ + "/slurm.conf").c_str(), 1);
+  for (const auto& dir : {alive, killed, next}) {
+    RunResult stop = StopCluster(dir);
+    EXPECT_EQ(stop.exit_code, 0) << stop.Describe();
+    EXPECT_EQ(ClusterProcesses(dir).exit_code, 0) << dir;
+  }
+}
+
+// --- psbench slurm ---------------------------------------------------------------------------
+
+TEST_F(SlurmTest, OnePsTwoWorkersInAnAllocation) {
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--json=" + json})), seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  ExpectOnePsTwoWorkers(ReadJsonLines(json), r.Describe());
+  ExpectThroughputTable(r.out, r.Describe());
+}
+
+TEST_F(SlurmTest, PsInterfaceLoListensOnLoopback) {
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(
+      SallocPsbench(Concat(kThroughput, {"--ps-interface=lo", "--json=" + json})), seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<Json> records = ReadJsonLines(json);
+  ExpectOnePsTwoWorkers(records, r.Describe());
+  for (const Json& rec : records) {
+    for (const Json& ps : rec["placement"]["ps"]) {
+      EXPECT_EQ(ps["address"].get<std::string>().rfind("127.0.0.1:", 0), 0u) << ps.dump();
+    }
+  }
+  EXPECT_TRUE(Contains(r.out + r.err, "listening on 127.0.0.1:")) << r.Describe();
+}
+
+TEST_F(SlurmTest, UnknownPsInterfaceFailsClearly) {
+  RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--ps-interface=nosuch0"})),
+                           seconds(90));
+  EXPECT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "nosuch0")) << r.Describe();
+}
+
+TEST_F(SlurmNoClusterTest, OutsideAnAllocationSaysHowToSubmit) {
+  RunResult r = RunCommand({BinPath("psbench"), "slurm", "--num-ps=1"}, seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "sbatch deploy/slurm/psbench.sbatch")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "salloc")) << r.Describe();
+}
+
+// --- grpc+mpi: mpirun inside the allocation --------------------------------------------------
+
+// Open MPI takes its slots from the allocation: 3 ranks on this 2-core machine without
+// --oversubscribe only start because Slurm granted 3 tasks.
+TEST_F(SlurmTest, GrpcMpiUnderMpirunInAnAllocation) {
+#ifndef PSBENCH_MPIEXEC
+  GTEST_SKIP() << "psbench was built without MPI";
+#else
+  RunResult r = RunCommand(
+      {Which("salloc"), "--quiet", "-n", "3", "--time=5", PSBENCH_MPIEXEC, "--allow-run-as-root",
+       "--bind-to", "none", "-np", "1", BinPath("psbench-ps"), "--transport=grpc+mpi",
+       "--listen=lo", ":", "-np", "2", BinPath("psbench-worker"), "--transport=grpc+mpi",
+       "--benchmark=throughput", "--warmup-iterations=1", "--iterations=20",
+       "--connect-timeout=20s", "--quiet", "--json=" + tmp_.File("w%w.jsonl")},
+      seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  for (int w = 0; w < 2; ++w) {
+    std::vector<Json> records = ReadJsonLines(tmp_.File("w" + std::to_string(w) + ".jsonl"));
+    ASSERT_EQ(records.size(), 1u) << r.Describe();
+    EXPECT_EQ(records[0]["transport"], "grpc+mpi");
+    EXPECT_EQ(records[0]["worker_index"], w);
+    EXPECT_EQ(records[0]["workers"], 2);
+    EXPECT_EQ(records[0]["iterations"], 20);
+  }
+#endif
+}
+
+// --- the sbatch script -----------------------------------------------------------------------
+
+TEST_F(SlurmTest, SbatchScriptRunsOnePsTwoWorkers) {
+  // Run from the job's working directory: the relative --json lands there.
+  RunResult r = RunCommand(
+      Concat({Which("sbatch"), "--wait", "--ntasks=3", "--chdir=" + tmp_.path(),
+              "--output=" + tmp_.File("job-%j.out"), kSbatchScript},
+             Concat(kThroughput, {"--json=r.jsonl"})),
+      seconds(90));
+  std::string output;
+  for (const auto& entry : fs::directory_iterator(tmp_.path())) {
+    if (entry.path().filename().string().rfind("job-", 0) == 0) output += ReadFile(entry.path());
+  }
+  const std::string context = r.Describe() + "\n--- job output ---\n" + output;
+  ASSERT_EQ(r.exit_code, 0) << context << ClusterLogs();
+  EXPECT_TRUE(Contains(output, "psbench.sbatch: " + BinPath("psbench") + " slurm '--num-ps=1'"))
+      << context;
+  ExpectOnePsTwoWorkers(ReadJsonLines(tmp_.File("r.jsonl")), context);
+  ExpectThroughputTable(output, context);
+}
+
+// sbatch runs a copy of the script from its spool directory: without PSBENCH_BIN_DIR the script
+// still finds build/bin of the checkout it was submitted from (here a fake checkout whose
+// psbench only echoes), by the path it was submitted as, relative to where sbatch ran.
+TEST_F(SlurmTest, SbatchScriptFindsItsCheckoutsBinaries) {
+  const std::string checkout = tmp_.File("checkout");
+  fs::create_directories(checkout + "/deploy/slurm");
+  fs::create_directories(checkout + "/build/bin");
+  fs::create_directories(tmp_.File("elsewhere"));
+  fs::copy_file(kSbatchScript, checkout + "/deploy/slurm/psbench.sbatch");
+  const std::string fake = tmp_.Write("checkout/build/bin/psbench",
+                                      "#!/bin/sh\necho \"fake psbench: $*\"\n");
+  chmod(fake.c_str(), 0755);
+  unsetenv("PSBENCH_BIN_DIR");
+  RunResult r = RunCommand(
+      {"/bin/sh", "-c",
+       "cd " + tmp_.File("elsewhere") + " && exec " + Which("sbatch") +
+           " --wait --ntasks=1 --output=job.out ../checkout/deploy/slurm/psbench.sbatch"
+           " --num-ps=1 --label='two words'"},
+      seconds(60));
+  const std::string output = ReadFile(tmp_.File("elsewhere/job.out"));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n--- job output ---\n" << output;
+  EXPECT_TRUE(Contains(output, "psbench.sbatch: " + fake + " slurm '--num-ps=1' '--label=two words'"))
+      << output;
+  EXPECT_TRUE(Contains(output, "fake psbench: slurm --num-ps=1 --label=two words")) << output;
+}
+
+TEST_F(SlurmNoClusterTest, SbatchScriptOutsideSlurmSaysHowToSubmit) {
+  RunResult r = RunCommand({kSbatchScript, "--num-ps=1"}, seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "submit this script with sbatch")) << r.Describe();
+}
+
+}  // namespace
+}  // namespace psbench::testing
