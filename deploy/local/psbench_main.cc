@@ -30,6 +30,7 @@
 #include "transports/transport.h"
 #include "deploy/local/process.h"
 #include "deploy/local/train_command.h"
+#include "deploy/report/report_command.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
 #include "absl/algorithm/container.h"
@@ -65,12 +66,14 @@ using nlohmann::json;
 constexpr char kProgram[] = "psbench";
 constexpr char kUsage[] =
     "psbench run [flags] | psbench run --trainer=MODEL [flags] | psbench train --model=MODEL [flags]\n"
+    "  | psbench report FILE.jsonl... [--html=OUT.html] (see psbench report --help)\n"
     "Runs psbench on this machine: starts PS and worker processes on loopback, runs the\n"
     "benchmark and prints the results. With no --benchmark, runs the default tour (latency,\n"
     "bandwidth and throughput over the uniform, random and skew schemes, about 45 s).\n"
     "With --transports=A,B,... runs it once per transport and prints one comparison table.\n"
     "With --trainer=MODEL each worker trains MODEL (embedded trainer) through the PS.\n"
     "`psbench train` times one model on this machine: images/s and a per-layer table.\n"
+    "`psbench report` turns --json results into Markdown tables and an HTML page with plots.\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.";
 
 std::atomic<bool> g_interrupted{false};
@@ -877,6 +880,8 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
 }
 
 int Main(int argc, char** argv) {
+  // psbench report has flags of its own (and none of run's).
+  if (argc > 1 && std::string_view(argv[1]) == "report") return RunReportCommand(argc, argv, BinDir());
   auto positional = ParseFlagsOrExit(argc, argv, kUsage,
                                      {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc",
                                       kRdmaFlagsFile, kTrainerFlagsFile});

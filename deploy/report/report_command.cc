@@ -1,0 +1,212 @@
+#include "deploy/report/report_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/cli.h"
+#include "deploy/report/report_data.h"
+#include "deploy/report/report_render.h"
+#include "fmt/core.h"
+
+ABSL_FLAG(std::string, html, "",
+          "also write a static HTML page with the tables and plots (SVG, drawn by matplotlib, in "
+          "OUT_files/ beside it)");
+ABSL_FLAG(std::string, markdown, "", "write the Markdown here instead of stdout");
+ABSL_FLAG(std::string, compare, "",
+          "A,B: the two series whose ratio B/A the tables and plots show (default: the first "
+          "two series found). A series is a record's \"label\", else TRANSPORT/MODE");
+
+namespace psbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kProgram[] = "psbench report";
+constexpr char kUsage[] =
+    "psbench report FILE.jsonl... [--markdown=OUT.md] [--html=OUT.html] [--compare=A,B]\n"
+    "Tables (Markdown, on stdout) and a static HTML page with plots from the JSON Lines that\n"
+    "psbench run --json and psbench-worker --json write: latency and bandwidth against size,\n"
+    "PS throughput against workers and PS count, one line per series (a record's \"label\",\n"
+    "else TRANSPORT/MODE), and the ratio B/A of two series.\n"
+    "Exit status: 0 success, 1 plotting failed (the Markdown is still written), 2 bad input.";
+
+// The plots take seconds; a script that hangs must not hang psbench.
+constexpr absl::Duration kPlotTimeout = absl::Seconds(120);
+
+std::string Executable(const std::string& name) {
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Debian's python3-matplotlib belongs to /usr/bin/python3, which a python3 earlier on PATH
+// (pyenv, a venv) may not see: prefer it. PSBENCH_PYTHON overrides.
+std::string Python() {
+  if (const char* env = getenv("PSBENCH_PYTHON")) return env;
+  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return Executable("python3");
+}
+
+// "exited with status 3", "killed by signal 9".
+std::string StatusText(int wait_status) {
+  return WIFEXITED(wait_status) ? absl::StrCat("exited with status ", WEXITSTATUS(wait_status))
+                                : absl::StrCat("killed by signal ", WTERMSIG(wait_status));
+}
+
+// Runs argv (argv[0] a path) with stdout and stderr into `log`, killing it after `timeout`.
+// Returns its wait status.
+absl::StatusOr<int> RunBounded(const std::vector<std::string>& argv, const fs::path& log,
+                               absl::Duration timeout) {
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", log.string(), ": ", strerror(errno)));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives psbench
+    if (getppid() != parent) _exit(127);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int err = errno;
+  close(fd);
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
+  absl::Time deadline = absl::Now() + timeout;
+  int st = 0;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return absl::DeadlineExceededError(absl::StrCat(argv[1], " did not finish within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return st;
+}
+
+bool WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  return static_cast<bool>(out);
+}
+
+// Draws the plots into `dir` from `data` (written there as plots.json). Error: why not.
+absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohmann::json& data) {
+  fs::path script = bin_dir / "psbench_plot.py";
+  if (!fs::exists(script)) {
+    return absl::NotFoundError(absl::StrCat("cannot find the plotting script ", script.string(),
+                                            " (the build copies it beside psbench)"));
+  }
+  std::string python = Python();
+  if (python.empty() || access(python.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot run python3", python.empty() ? std::string() : " (" + python + ")",
+        " to draw the plots; install python3 and python3-matplotlib (deploy/install-deps.sh)"));
+  }
+  // Plots of an earlier report in the same place would be left behind, unlinked.
+  static const std::regex kOurs(R"(\d\d-.*\.svg)");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (std::regex_match(entry.path().filename().string(), kOurs)) fs::remove(entry.path(), ec);
+  }
+  fs::path data_file = dir / "plots.json";
+  if (!WriteText(data_file, data.dump(1))) {
+    return absl::InternalError(absl::StrCat("cannot write ", data_file.string()));
+  }
+  fs::path log = dir / "plot.log";
+  absl::StatusOr<int> status = RunBounded({python, script.string(), data_file.string(), dir.string()}, log,
+                                          kPlotTimeout);
+  if (!status.ok()) return status.status();
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (*status != 0) {
+    // The script says what is wrong on its last line (a missing matplotlib: how to install it).
+    std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
+    return absl::InternalError(absl::StrCat(
+        "drawing the plots failed (", python, " ", script.string(), " ", StatusText(*status),
+        ")", lines.empty() ? std::string() : ": " + lines.back()));
+  }
+  fs::remove(log, ec);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/report/report_command.cc"});
+  std::vector<std::string> files(positional.begin() + 1, positional.end());
+  if (files.empty()) {
+    Die(kProgram, "give one or more JSON Lines files (psbench run --json=FILE); see --help", kExitUsage);
+  }
+  report::ReportOptions options;
+  options.inputs = files;
+  if (FlagWasSet("compare")) {
+    auto ab = report::ParseCompare(absl::GetFlag(FLAGS_compare));
+    if (!ab.ok()) Die(kProgram, ab.status(), kExitUsage);
+    options.compare = *ab;
+  }
+  const std::string html = absl::GetFlag(FLAGS_html);
+  const std::string markdown = absl::GetFlag(FLAGS_markdown);
+  if (FlagWasSet("html") && html.empty()) Die(kProgram, "--html needs a file name", kExitUsage);
+  if (FlagWasSet("markdown") && markdown.empty()) Die(kProgram, "--markdown needs a file name", kExitUsage);
+  auto records = report::ReadRecords(files);
+  if (!records.ok()) Die(kProgram, records.status(), kExitUsage);
+  auto built = report::BuildReport(*records, options);
+  if (!built.ok()) Die(kProgram, built.status(), kExitUsage);
+
+  std::string md = report::RenderMarkdown(*built);
+  if (markdown.empty()) {
+    fmt::print("{}", md);
+    std::fflush(stdout);
+  } else if (!WriteText(markdown, md)) {
+    Die(kProgram, absl::StrCat("--markdown=", markdown, ": cannot write"), kExitUsage);
+  }
+  if (html.empty()) return 0;
+
+  fs::path page(html);
+  fs::path plot_dir = page;
+  plot_dir.replace_extension();
+  plot_dir += "_files";
+  std::error_code ec;
+  fs::create_directories(plot_dir, ec);
+  if (ec) Die(kProgram, absl::StrCat("--html=", html, ": cannot create ", plot_dir.string(), ": ", ec.message()), kExitUsage);
+  if (!built->plots.empty()) {
+    if (absl::Status st = DrawPlots(bin_dir, plot_dir, report::PlotData(*built)); !st.ok()) {
+      Die(kProgram, absl::StrCat(st.message(), "; the Markdown is written, the HTML page is not"), kExitRuntime);
+    }
+  }
+  if (!WriteText(page, report::RenderHtml(*built, plot_dir.filename().string()))) {
+    Die(kProgram, absl::StrCat("--html=", html, ": cannot write"), kExitUsage);
+  }
+  if (!markdown.empty()) {
+    fmt::print("# report: {} (Markdown), {} ({} plots in {})\n", markdown, html, built->plots.size(),
+               plot_dir.string());
+  }
+  return 0;
+}
+
+}  // namespace psbench
