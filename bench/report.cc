@@ -60,6 +60,7 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
       {"benchmark", BenchmarkName(s.benchmark)},
       {"transport", s.transport},
       {"mode", WireModeName(s.mode)},
+      {"tls", s.tls},
       {"scheme", s.sweep ? "sweep" : SchemeName(s.payload.scheme)},
       {"buffers", one ? buffers[0] : buffers},
       {"payload_summary", plan.Summary()},
@@ -221,10 +222,10 @@ void TablePrinter::Print(const json& r) {
                                                 : r["payload_summary"].get<std::string>();
   std::string header = fmt::format(
       "# psbench {} | transport {} | mode {} | scheme {} | payload {}\n"
-      "# seed {} | warm-up {} | measure {} | validate {}",
+      "# seed {} | warm-up {} | measure {} | validate {} | tls {}",
       bench, r["transport"].get<std::string>(), r["mode"].get<std::string>(),
       r["scheme"].get<std::string>(), payload, r["seed"].get<uint64_t>(), warm, timing,
-      r["validate"].get<bool>() ? "on" : "off");
+      r["validate"].get<bool>() ? "on" : "off", r.value("tls", false) ? "on" : "off");
   if (bench == "bandwidth") header += fmt::format(" | window {}", cfg.value("window", 0));
   if (bench == "throughput") {
     header += fmt::format(" | {} workers x {} PS, {} outstanding per PS", r["workers"].get<int>(),

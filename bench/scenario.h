@@ -42,6 +42,7 @@ struct Scenario {
   bool validate = false;
   bool busy_poll = false;  // the worker spins on completions instead of sleeping
   RdmaOptions rdma;        // grpc+verbs only
+  bool tls = false;        // gRPC TLS on (from the --tls-* flags, not the scenario file)
 
   // Where the PS are, and this worker's place among the workers (for the start barrier).
   std::vector<std::string> ps;

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
 #include "bench/sysinfo.h"
+#include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
+#include "transports/tls_flags.h"
 #include "ps/param_store.h"
 #include "transports/transport.h"
 
@@ -40,7 +42,7 @@ constexpr char kUsage[] =
     "it serves, and runs until SIGTERM or SIGINT.";
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kRdmaFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -73,6 +75,10 @@ int Main(int argc, char** argv) {
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;
+  auto tls = TlsOptionsFromFlags(TlsSide::kServer);
+  if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);
+  options.tls = *tls;
+  if (absl::Status s = LimitsFromFlags(&options); !s.ok()) Die(kProgram, s, kExitUsage);
   options.corrupt_every = absl::GetFlag(FLAGS_fault_corrupt_every);
   if (options.corrupt_every < 0) Die(kProgram, "--fault-corrupt-every must be >= 0", kExitUsage);
   options.describe_process = [start] {

@@ -69,6 +69,17 @@ struct RdmaOptions {
   bool busy_poll = false;    // --rdma-poll=busy: spin on the CQ; event: sleep on its channel
 };
 
+// gRPC TLS for the control plane of every transport and for the grpc data plane
+// (transports/tls_flags.h reads and checks it). All empty: plaintext.
+struct TlsOptions {
+  std::string cert_file, key_file, ca_file;  // as given, for messages and forwarding
+  std::string cert_pem, key_pem, ca_pem;     // their contents
+  // Worker: the name the PS certificate must carry, when not the host dialled.
+  std::string server_name;
+  // Worker: TLS when it trusts a CA or presents a certificate; PS: when it has one.
+  bool enabled() const { return !ca_pem.empty() || !cert_pem.empty(); }
+};
+
 struct ClientOptions {
   std::vector<std::string> servers;  // "host:port", one per PS
   WireMode mode = WireMode::kNonSerialized;
@@ -80,6 +91,7 @@ struct ClientOptions {
   // an idle CPU is slow, at the price of a whole core.
   bool busy_poll = false;
   RdmaOptions rdma;
+  TlsOptions tls;
 };
 
 struct Completion {
@@ -168,6 +180,13 @@ struct ServerOptions {
   RdmaOptions rdma;
   // Answers kExchange; null refuses it. Must outlive the server.
   ExchangeHandler* exchange_handler = nullptr;
+  // With a CA, the PS also requires and verifies client certificates (mutual TLS).
+  TlsOptions tls;
+  // Largest message (gRPC) or request (RDMA, MPI) the PS accepts; larger ones are refused
+  // with RESOURCE_EXHAUSTED before their memory is allocated.
+  uint64_t max_message_bytes = uint64_t{1} << 30;
+  // Worker sessions served at once; one more is refused with RESOURCE_EXHAUSTED.
+  int max_connections = 1024;
 };
 
 // PS side.

@@ -162,6 +162,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record["engine_description"] = net.description();
   record["transport"] = scenario.transport;
   record["mode"] = WireModeName(scenario.mode);
+  record["tls"] = scenario.tls;
   record["validate"] = scenario.validate;
   record["sync"] = settings.sync;
   record["learning_rate"] = settings.learning_rate;

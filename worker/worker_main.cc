@@ -16,6 +16,7 @@
 #include "bench/sysinfo.h"
 #include "payloads/payload.h"
 #include "transports/rdma_flags.h"
+#include "transports/tls_flags.h"
 #include "transports/transport.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -61,7 +62,9 @@ absl::StatusOr<Scenario> LoadScenario() {
         "scenario", "cpu", "json", "quiet",
         // The trainer's settings are not part of a payload scenario.
         "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
-        "learning-rate", "momentum", "write-trace"};
+        "learning-rate", "momentum", "write-trace",
+        // Credentials are this process's, not the scenario's.
+        "tls-cert", "tls-key", "tls-ca", "tls-server-name"};
     if (!kAllowed.contains(flag)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--scenario=FILE sets the whole scenario; --", flag, " cannot be added to it"));
@@ -77,7 +80,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile, kTrainerFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   // --trainer: train a model through the PS instead of running a payload benchmark.
   std::optional<TrainerSettings> training;
@@ -146,9 +149,19 @@ int Main(int argc, char** argv) {
   options.rpc_timeout = scenario->rpc_timeout;
   options.busy_poll = scenario->busy_poll;
   options.rdma = scenario->rdma;
+  auto tls = TlsOptionsFromFlags(TlsSide::kClient);
+  if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);
+  options.tls = *tls;
+  scenario->tls = tls->enabled();
   auto client = MakeClient(scenario->transport, options);
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
-  if (absl::Status s = (*client)->Connect(); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (absl::Status s = (*client)->Connect(); !s.ok()) {
+    // A PS that refuses this worker's credentials, or has no room for it, is a runtime
+    // failure; an unreachable PS is taken for a wrong --ps.
+    bool refused = s.code() == absl::StatusCode::kUnauthenticated ||
+                   s.code() == absl::StatusCode::kResourceExhausted;
+    Die(kProgram, s, refused ? kExitRuntime : kExitUsage);
+  }
   if (auto placement = (*client)->Placement()) {
     // Launched as one job: the job says how many workers there are and which one this is.
     if ((FlagWasSet("num-workers") || !absl::GetFlag(FLAGS_scenario).empty()) &&

@@ -26,7 +26,9 @@
 #include "bench/report.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
+#include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
+#include "transports/tls_flags.h"
 #include "transports/transport.h"
 #include "deploy/local/process.h"
 #include "deploy/local/train_command.h"
@@ -92,6 +94,8 @@ struct Options {
   // Added to every worker's command line (the trainer's settings with --trainer).
   std::vector<std::string> worker_args;
   bool training = false;
+  // --tls-* and the PS limits, for every PS and every worker started.
+  std::vector<std::string> ps_security_args, worker_security_args;
 };
 
 fs::path BinDir() {
@@ -237,6 +241,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
     }
     if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
     if (s.busy_poll) argv.push_back("--busy-poll");
+    for (const auto& a : o.ps_security_args) argv.push_back(a);
   }
   s.ps.clear();  // the workers find every PS of the job
   s.num_workers = num_workers;
@@ -252,6 +257,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
       argv.push_back(a);
     }
     for (const auto& a : o.worker_args) argv.push_back(a);
+    for (const auto& a : o.worker_security_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
     outputs.push_back(files->results);
   }
@@ -312,6 +318,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     if (s.transport == "grpc+verbs") {
       for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
     }
+    for (const auto& a : o.ps_security_args) argv.push_back(a);
     auto child = ChildProcess::Start(absl::StrCat("PS ", i), argv, /*capture_stdout=*/true);
     if (!child.ok()) return child.status();
     auto line = child->ReadLine(absl::Now() + absl::Seconds(20));
@@ -342,6 +349,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
                                      "--scenario=" + files->scenario.string(),
                                      "--json=" + output.string(), "--quiet"};
     for (const auto& a : o.worker_args) argv.push_back(a);
+    for (const auto& a : o.worker_security_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
     auto child = ChildProcess::Start(absl::StrCat("worker ", w), argv, /*capture_stdout=*/false);
     if (!child.ok()) return child.status();
@@ -559,8 +567,8 @@ std::string MeasurementText(const json& r) {
     text += fmt::format(" | {} workers x {} PS, {} outstanding per PS", r.value("workers", 0),
                         r.value("ps", 0), cfg.value("outstanding", 0));
   }
-  text += fmt::format(" | validate {} | busy-poll {}", r.value("validate", false) ? "on" : "off",
-                      cfg.value("busy_poll", false) ? "on" : "off");
+  text += fmt::format(" | validate {} | busy-poll {} | tls {}", r.value("validate", false) ? "on" : "off",
+                      cfg.value("busy_poll", false) ? "on" : "off", r.value("tls", false) ? "on" : "off");
   return text;
 }
 
@@ -688,6 +696,7 @@ json ComparisonRecord(const std::vector<CompareEntry>& entries, const CompareRow
           {"ps", first["ps"]},
           {"seed", first["seed"]},
           {"validate", first["validate"]},
+          {"tls", first.value("tls", false)},
           {"transports", transports},
           {"baseline", entries[0].label},
           {"ratio", "value / baseline value (ratios[m][i] = values[m][i] / values[m][0])"},
@@ -836,10 +845,10 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
   o.worker_args = TrainerWorkerArgs(*settings);
   PrepareToLaunch(o);
   fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {} ({}), {} SGD, "
-             "{} steps after {} warm-up\n",
+             "{} steps after {} warm-up, tls {}\n",
              settings->model, settings->batch, o.num_workers, o.num_ps, s.transport,
              std::string(WireModeName(s.mode)), settings->sync ? "synchronous" : "asynchronous",
-             settings->steps, settings->warmup_steps);
+             settings->steps, settings->warmup_steps, s.tls ? "on" : "off");
   auto results = RunScenario(s, o, 1, 0);
   if (!results.ok()) {
     fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
@@ -862,6 +871,7 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
                   {"batch", settings->batch},
                   {"transport", s.transport},
                   {"mode", WireModeName(s.mode)},
+                  {"tls", s.tls},
                   {"sync", settings->sync},
                   {"num_ps", o.num_ps},
                   {"num_workers", o.num_workers},
@@ -884,7 +894,8 @@ int Main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "report") return RunReportCommand(argc, argv, BinDir());
   auto positional = ParseFlagsOrExit(argc, argv, kUsage,
                                      {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc",
-                                      kRdmaFlagsFile, kTrainerFlagsFile});
+                                      kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile,
+                                      kLimitFlagsFile});
   if (!positional.empty() && positional[0] == "train") {
     if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
     return RunTrainCommand(absl::GetFlag(FLAGS_json));
@@ -929,6 +940,14 @@ int Main(int argc, char** argv) {
 
   auto base = ScenarioFromFlags();
   if (!base.ok()) Die(kProgram, base.status(), kExitUsage);
+  auto tls = TlsOptionsFromFlags(TlsSide::kLauncher);
+  if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);
+  base->tls = tls->enabled();
+  ServerOptions limits;
+  if (absl::Status s = LimitsFromFlags(&limits); !s.ok()) Die(kProgram, s, kExitUsage);
+  o.ps_security_args = TlsCommandLine(*tls, TlsSide::kServer);
+  for (const auto& a : LimitsCommandLine(limits)) o.ps_security_args.push_back(a);
+  o.worker_security_args = TlsCommandLine(*tls, TlsSide::kClient);
   std::vector<CompareEntry> compare;
   if (FlagWasSet("transports")) {
     if (FlagWasSet("transport")) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <random>
 
 #include "absl/container/flat_hash_set.h"
@@ -30,9 +31,18 @@ grpc::ChannelArguments PsbenchChannelArguments() {
   return args;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   PsbenchChannelArguments());
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls) {
+  if (!tls.enabled()) {
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                     PsbenchChannelArguments());
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.ca_pem;  // empty: the system's roots
+  ssl.pem_private_key = tls.key_pem;
+  ssl.pem_cert_chain = tls.cert_pem;
+  grpc::ChannelArguments args = PsbenchChannelArguments();
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
 }
 
 namespace {
@@ -49,6 +59,8 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
     case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
     case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
     case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
     default: return absl::InternalError(msg);
   }
 }
@@ -59,7 +71,23 @@ struct Server {
   std::unique_ptr<grpc::GenericStub> raw;
   std::unique_ptr<wire::PsData::Stub> data;
   std::unique_ptr<wire::PsControl::Stub> control;
+  // The session this worker holds on the PS while connected (PsControl.Session).
+  std::unique_ptr<grpc::ClientContext> session_context;
+  std::unique_ptr<grpc::ClientAsyncReader<wire::SessionReply>> session;
+  bool session_open = false;  // started and not finished: cancel and finish it at the end
+  uint64_t max_message_bytes = 0;  // what the PS said; 0: unknown
 };
+
+// A message over the PS's --max-message-size, as gRPC reports it, named for the user.
+std::string MessageLimitText(const grpc::Status& s, uint64_t limit) {
+  if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED ||
+      s.error_message().find("larger than max") == std::string::npos) {
+    return s.error_message();
+  }
+  return absl::StrCat("refused a message over its --max-message-size",
+                      limit > 0 ? absl::StrCat("=", FormatSize(limit)) : "", " (",
+                      s.error_message(), ")");
+}
 
 // A registered payload: its header (non-serialized) is built once, not per call.
 struct Registered {
@@ -103,7 +131,7 @@ class GrpcClient final : public Client {
     for (const auto& address : options.servers) {
       Server s;
       s.address = address;
-      s.channel = MakeChannel(address);
+      s.channel = MakeChannel(address, options.tls);
       s.raw = std::make_unique<grpc::GenericStub>(s.channel);
       s.data = wire::PsData::NewStub(s.channel);
       s.control = wire::PsControl::NewStub(s.channel);
@@ -112,6 +140,7 @@ class GrpcClient final : public Client {
   }
 
   ~GrpcClient() override {
+    CloseSessions();
     // Cancel what is still in flight and drain the queue before the payloads' owners go away.
     for (Call* c : in_flight_) c->context.TryCancel();
     while (!in_flight_.empty()) {
@@ -132,17 +161,15 @@ class GrpcClient final : public Client {
   absl::Status Connect() override {
     absl::Time deadline = absl::Now() + options_.connect_timeout;
     for (auto& s : servers_) {
-      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot reach PS ", s.address, " within ",
-            absl::FormatDuration(options_.connect_timeout),
-            " (is psbench-ps running there, and is the address right?)"));
-      }
+      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(s);
     }
     // A connection alone could be any gRPC server: ask each PS who it is.
     for (size_t i = 0; i < servers_.size(); ++i) {
       auto info = GetInfo(i);
       if (!info.ok()) return info.status();
+    }
+    for (auto& s : servers_) {
+      if (absl::Status st = OpenSession(s); !st.ok()) return st;
     }
     return absl::OkStatus();
   }
@@ -354,6 +381,100 @@ class GrpcClient final : public Client {
   }
 
  private:
+  // Why a PS could not be reached, in one line. gRPC says why in the status of a call on the
+  // failed channel; a TLS failure (a handshake refused, a PS that closes a plaintext
+  // connection) is UNAUTHENTICATED: the PS is there, the credentials are wrong.
+  absl::Status ConnectFailure(Server& s) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    wire::ServerInfo reply;
+    grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
+    std::string why = status.ok() ? "" : status.error_message();
+    auto has = [&why](const char* text) { return why.find(text) != std::string::npos; };
+    const bool reached = !why.empty() && !has("refused") && !has("No route") &&
+                         !has("DNS") && !has("Deadline") && !has("unreachable");
+    if (reached && options_.tls.enabled()) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "PS ", s.address, ": TLS handshake failed (does --tls-ca hold the CA of the PS "
+          "certificate, does that certificate name the address dialled, is the PS serving "
+          "TLS, does it require a client certificate?): ", why));
+    }
+    if (reached) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "PS ", s.address, " closed the connection during setup: it may serve TLS only "
+          "(give --tls-ca and, for mutual TLS, --tls-cert and --tls-key): ", why));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach PS ", s.address, " within ", absl::FormatDuration(options_.connect_timeout),
+        " (is psbench-ps running there, and is the address right?)",
+        why.empty() ? "" : absl::StrCat(": ", why)));
+  }
+
+  // Opens this worker's session on a PS, which counts it against its --max-connections.
+  absl::Status OpenSession(Server& s) {
+    constexpr uintptr_t kStarted = 1, kRead = 2, kFinished = 3;
+    auto wait_for = [this](uintptr_t want, absl::Time deadline) -> std::optional<bool> {
+      void* tag;
+      bool ok;
+      while (session_cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline)) ==
+             grpc::CompletionQueue::GOT_EVENT) {
+        if (reinterpret_cast<uintptr_t>(tag) == want) return ok;
+      }
+      return std::nullopt;
+    };
+    absl::Time deadline = absl::Now() + options_.connect_timeout;
+    s.session_context = std::make_unique<grpc::ClientContext>();
+    wire::SessionReply reply;
+    s.session = s.control->PrepareAsyncSession(s.session_context.get(), wire::SessionRequest(),
+                                               &session_cq_);
+    s.session->StartCall(reinterpret_cast<void*>(kStarted));
+    s.session_open = true;
+    std::optional<bool> started = wait_for(kStarted, deadline);
+    std::optional<bool> read;
+    if (started.value_or(false)) {
+      s.session->Read(&reply, reinterpret_cast<void*>(kRead));
+      read = wait_for(kRead, deadline);
+    }
+    if (read.value_or(false)) {
+      s.max_message_bytes = reply.max_message_bytes();
+      return absl::OkStatus();
+    }
+    // No answer in time: cancel, and let the operation still pending end.
+    if (!started.has_value() || (*started && !read.has_value())) {
+      s.session_context->TryCancel();
+      (void)wait_for(started.has_value() ? kRead : kStarted, absl::Now() + absl::Seconds(5));
+    }
+    // Refused, or cancelled: the status says why.
+    grpc::Status status;
+    s.session->Finish(&status, reinterpret_cast<void*>(kFinished));
+    (void)wait_for(kFinished, absl::Now() + absl::Seconds(5));
+    s.session_open = false;
+    // A PS without sessions (an older psbench-ps, a test's fake PS) has nothing to count.
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
+    if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "PS ", s.address, " did not admit this worker within ",
+          absl::FormatDuration(options_.connect_timeout)));
+    }
+    return FromGrpc(status, s.address);
+  }
+
+  // Ends every session (the PS then frees its place) and drains their queue.
+  void CloseSessions() {
+    std::vector<grpc::Status> statuses(servers_.size());
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      Server& s = servers_[i];
+      if (!s.session_open) continue;
+      s.session_context->TryCancel();
+      s.session->Finish(&statuses[i], &statuses[i]);
+    }
+    session_cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (session_cq_.Next(&tag, &ok)) {
+    }
+  }
+
   const Registered* Lookup(int payload) const {
     return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
                ? registered_[payload].get()
@@ -402,12 +523,22 @@ class GrpcClient final : public Client {
   absl::Status Check(Call& call) {
     const std::string& address = servers_[call.server].address;
     if (call.op == Op::kExchange) {
-      if (!call.status.ok()) return ExchangeStatus(call.status, address);
+      if (!call.status.ok()) {
+        return ExchangeStatus(grpc::Status(call.status.error_code(),
+                                           MessageLimitText(call.status,
+                                                            servers_[call.server].max_message_bytes)),
+                              address);
+      }
       absl::Status s = CheckExchange(call);
       if (!s.ok()) return absl::DataLossError(absl::StrCat("PS ", address, ": ", s.message()));
       return s;
     }
-    if (!call.status.ok()) return FromGrpc(call.status, address);
+    if (!call.status.ok()) {
+      return FromGrpc(grpc::Status(call.status.error_code(),
+                                   MessageLimitText(call.status,
+                                                    servers_[call.server].max_message_bytes)),
+                      address);
+    }
     const Payload& p = *call.reg->payload;
     absl::Status s;
     if (options_.mode == WireMode::kNonSerialized) {
@@ -470,6 +601,7 @@ class GrpcClient final : public Client {
   std::vector<Server> servers_;
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
+  grpc::CompletionQueue session_cq_;  // sessions only, polled while opening and closing them
   absl::flat_hash_set<Call*> in_flight_;
   std::deque<Completion> ready_;  // ops that failed before reaching the network
   // Identifies this process at barriers (a restarted worker gets a new one).

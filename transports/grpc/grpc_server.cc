@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -83,6 +84,8 @@ class CallData {
  public:
   virtual ~CallData() = default;
   virtual void Proceed(bool ok) = 0;
+  // An event that arrives while the server stops: the call must only clean up.
+  virtual void Drop(bool ok) { delete this; }
 };
 
 // Non-serialized Echo and Push, received as raw byte buffers without protobuf.
@@ -571,6 +574,120 @@ class BarrierCall final : public CallData {
   bool done_ = false;
 };
 
+// The worker sessions a PS holds, counted against --max-connections. gRPC 1.51 has no cap on
+// incoming connections (GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS came later), so the cap is
+// on the sessions every psbench worker opens per PS when it connects, on every transport.
+class Sessions {
+ public:
+  explicit Sessions(int max) : max_(max) {}
+  // Whether there is room for one more.
+  bool TryAdd(grpc::ServerContext* session) {
+    std::lock_guard lock(mu_);
+    if (static_cast<int>(open_.size()) >= max_) return false;
+    open_.insert(session);
+    return true;
+  }
+  void Remove(grpc::ServerContext* session) {
+    std::lock_guard lock(mu_);
+    open_.erase(session);
+  }
+  // Ends every session (the PS is stopping), so that none holds up the shutdown.
+  void CancelAll() {
+    std::lock_guard lock(mu_);
+    for (grpc::ServerContext* s : open_) s->TryCancel();
+  }
+  int max() const { return max_; }
+
+ private:
+  const int max_;
+  std::mutex mu_;
+  std::set<grpc::ServerContext*> open_;
+};
+
+// PsControl.Session: admits the worker (one reply) or refuses it, then holds the call until
+// it ends. Two tags: `this` for the call's operations, `ended_` for the end of the call
+// (AsyncNotifyWhenDone), which comes once the call has started, whatever happens. All events
+// of a call come on its own queue, served by one thread: no locking between them.
+class SessionCall final : public CallData {
+ public:
+  SessionCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
+              Sessions* sessions, uint64_t max_message_bytes)
+      : service_(service), cq_(cq), sessions_(sessions), max_message_bytes_(max_message_bytes),
+        writer_(&context_) {
+    ended_.call = this;
+    context_.AsyncNotifyWhenDone(&ended_);
+    service_->RequestSession(&context_, &request_, &writer_, cq_, cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    --pending_;
+    if (state_ == kRequested) {
+      if (!ok) {  // shutting down: the call never started, and `ended_` never comes
+        delete this;
+        return;
+      }
+      ++pending_;  // `ended_`
+      new SessionCall(service_, cq_, sessions_, max_message_bytes_);
+      if (sessions_->TryAdd(&context_)) {
+        admitted_ = true;
+        state_ = kHolding;
+        reply_.set_max_message_bytes(max_message_bytes_);
+        ++pending_;
+        writer_.Write(reply_, this);
+      } else {
+        state_ = kRefused;
+        ++pending_;
+        writer_.Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    absl::StrFormat("the PS serves at most %d workers at once "
+                                                    "(its --max-connections=%d); refusing %s",
+                                                    sessions_->max(), sessions_->max(),
+                                                    context_.peer())),
+                       this);
+      }
+    }
+    MaybeDelete();
+  }
+
+  void Drop(bool ok) override {
+    --pending_;
+    if (state_ == kRequested && ok) ++pending_;  // it started: `ended_` still comes
+    state_ = kRefused;                          // no new call, no new operation
+    MaybeDelete();
+  }
+
+ private:
+  struct Ended final : CallData {
+    SessionCall* call = nullptr;
+    void Proceed(bool) override { call->OnEnded(); }
+    void Drop(bool) override { call->OnEnded(); }
+  };
+
+  void OnEnded() {
+    --pending_;
+    if (admitted_) sessions_->Remove(&context_);
+    admitted_ = false;
+    MaybeDelete();
+  }
+
+  void MaybeDelete() {
+    if (pending_ == 0) delete this;
+  }
+
+  enum State { kRequested, kHolding, kRefused };
+  wire::PsControl::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Sessions* sessions_;
+  const uint64_t max_message_bytes_;
+  grpc::ServerContext context_;
+  wire::SessionRequest request_;
+  wire::SessionReply reply_;
+  grpc::ServerAsyncWriter<wire::SessionReply> writer_;
+  Ended ended_;
+  State state_ = kRequested;
+  int pending_ = 1;  // events still to come on either tag (the request first)
+  bool admitted_ = false;
+};
+
 // gRPC reports a busy port only through its log; bind once ourselves to name the errno.
 absl::Status ProbePort(const std::string& host, int port) {
   if (port == 0) return absl::OkStatus();
@@ -605,6 +722,17 @@ absl::Status ProbePort(const std::string& host, int port) {
   return absl::OkStatus();
 }
 
+// TLS with the PS's certificate; with a CA, workers must present a certificate it signed.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      tls.ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                         : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = tls.ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
 class GrpcServer final : public Server {
  public:
   GrpcServer(const ServerOptions& options, ControlPlaneHooks hooks)
@@ -627,8 +755,10 @@ class GrpcServer final : public Server {
     std::string address = absl::StrCat(
         options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host,
         ":", options_.port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
-    builder.SetMaxReceiveMessageSize(INT_MAX);
+    builder.AddListeningPort(address, ServerCredentials(options_.tls), &bound_port);
+    // gRPC refuses a larger message with RESOURCE_EXHAUSTED.
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<uint64_t>(options_.max_message_bytes, INT_MAX)));
     builder.SetMaxSendMessageSize(INT_MAX);
     // Without this, Linux lets a second PS bind the same port and steal half the connections.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -652,6 +782,7 @@ class GrpcServer final : public Server {
       }
       new InfoCall(&control_service_, cq.get(), &options_, &hooks_, &counters_);
       new BarrierCall(&control_service_, cq.get(), &barriers_);
+      new SessionCall(&control_service_, cq.get(), &sessions_, options_.max_message_bytes);
     }
     for (auto& cq : cqs_) {
       threads_.emplace_back([this, q = cq.get()] { Serve(q); });
@@ -682,7 +813,7 @@ class GrpcServer final : public Server {
       std::shared_lock lock(lifecycle_);
       auto* call = static_cast<CallData*>(tag);
       if (stopping_) {
-        delete call;
+        call->Drop(ok);
       } else {
         call->Proceed(ok);
       }
@@ -705,6 +836,7 @@ class GrpcServer final : public Server {
     // queues still take the calls' last events.
     exchanges_.hub->Close(ExchangeCancelledError());
     if (!started_) return;
+    sessions_.CancelAll();
     // Cancels what is still in flight; each call then gets one last event and is deleted.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     {
@@ -726,6 +858,7 @@ class GrpcServer final : public Server {
   Counters counters_;
   Exchanges exchanges_;
   Barriers barriers_;
+  Sessions sessions_{options_.max_connections};
   std::mutex mu_;
   std::condition_variable cv_;
   bool shutdown_requested_ = false;

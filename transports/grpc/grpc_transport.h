@@ -40,7 +40,9 @@ std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options,
 // Channel arguments every psbench channel uses: no message size limit, and a connection
 // of its own (no subchannel sharing) so that each worker-PS pair is one TCP connection.
 grpc::ChannelArguments PsbenchChannelArguments();
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// A channel to a PS, over TLS when `tls` says so (every psbench channel is made here, so
+// the control planes of grpc+verbs and grpc+mpi get the same credentials as grpc).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls);
 
 // Sends gRPC's own log lines to stderr only when PSBENCH_GRPC_LOG is set: psbench reports
 // failures itself, in one line.

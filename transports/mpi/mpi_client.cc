@@ -361,7 +361,7 @@ class MpiClient final : public Client {
  private:
   // Asks a PS which rank it is, and checks that it is one of this job's PS.
   absl::StatusOr<int> Hello(const std::string& address) {
-    auto stub = wire::PsMpi::NewStub(grpc_transport::MakeChannel(address));
+    auto stub = wire::PsMpi::NewStub(grpc_transport::MakeChannel(address, options_.tls));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
     wire::MpiHello request;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "psbench.grpc.pb.h"
+#include "payloads/size.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
@@ -46,6 +47,8 @@ struct PsRequest {
   std::string ack_bytes;
   int outstanding = 0;  // MPI requests of this request not yet finished
   bool replied = false;
+  // Over --max-message-size: drained into no memory at all (MPI truncates it) and refused.
+  bool oversize = false;
   // kExchange: the request as its handler sees it, received straight into pooled memory laid
   // out like a payload; the reply overwrites it there and goes back from there.
   std::shared_ptr<ExchangeBuffers> exchange;
@@ -256,10 +259,19 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     r->total = h.total_bytes;
     r->corrupt = options_.corrupt_every > 0 && ++received_ % options_.corrupt_every == 0;
     r->replied = false;
+    r->oversize = r->total > options_.max_message_bytes;
     r->meta_status = DecodePayloadMeta(
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(header_.data()) + sizeof h,
                                    header_.size() - sizeof h),
         r->validate, r->total, &r->meta);
+    if (r->oversize) {
+      // The worker sent it already: take it off the wire without a buffer (MPI reports the
+      // truncation, this communicator returns errors) and refuse it.
+      Post(*r, [&](MPI_Request* req) {
+        return MPI_Irecv(nullptr, 0, MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
+      });
+      return true;
+    }
     if (r->kind == kExchange && r->meta_status.ok() && hub_->handler() != nullptr) {
       ReceiveExchange(*r);
       return true;
@@ -308,6 +320,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   void OnExchangeReceived(PsRequest& r, const MPI_Status& status, int error) {
     absl::Status verdict;
     int count = 0;
+    if (r.oversize) {
+      SendExchangeReply(r, absl::ResourceExhaustedError(
+                               absl::StrCat("PS: ", OversizeError(r).message())));
+      return;
+    }
     if (error != MPI_SUCCESS) {
       verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
     } else {
@@ -408,7 +425,9 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     absl::Status verdict;
     r.checksums.clear();
     int count = 0;
-    if (error != MPI_SUCCESS) {
+    if (r.oversize) {
+      verdict = OversizeError(r);
+    } else if (error != MPI_SUCCESS) {
       verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
     } else {
       MPI_Get_count(&status, MPI_BYTE, &count);
@@ -453,6 +472,12 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
         return MPI_Isend(data.data(), count, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
       });
     }
+  }
+
+  absl::Status OversizeError(const PsRequest& r) const {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a request of ", r.total, " bytes is over the PS's --max-message-size=",
+        FormatSize(options_.max_message_bytes)));
   }
 
   template <typename Start>

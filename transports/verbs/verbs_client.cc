@@ -73,7 +73,7 @@ class VerbsClient final : public Client {
     for (const auto& address : options.servers) {
       Peer p;
       p.address = address;
-      p.stub = wire::PsVerbs::NewStub(grpc_transport::MakeChannel(address));
+      p.stub = wire::PsVerbs::NewStub(grpc_transport::MakeChannel(address, options_.tls));
       peers_.push_back(std::move(p));
     }
   }

@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "payloads/size.h"
 #include "psbench.grpc.pb.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
@@ -361,6 +362,11 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       r.refused = absl::OkStatus();
       if (hub_->handler() == nullptr) {
         r.refused = NoExchangeHandlerError();
+      } else if (r.total > options_.max_message_bytes) {
+        // Refused before any memory is taken for it; its chunks are drained slot by slot.
+        r.refused = absl::ResourceExhaustedError(absl::StrCat(
+            "PS: a request of ", r.total, " bytes is over the PS's --max-message-size=",
+            FormatSize(options_.max_message_bytes)));
       } else if (!r.meta_ok) {
         r.refused = absl::DataLossError("PS: malformed payload metadata");
       } else {

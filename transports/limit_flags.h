@@ -1,0 +1,24 @@
+// The PS's limits (--max-message-size, --max-connections): psbench-ps reads them, psbench
+// run forwards them to every PS it starts.
+#ifndef PSBENCH_TRANSPORTS_LIMIT_FLAGS_H_
+#define PSBENCH_TRANSPORTS_LIMIT_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "transports/transport.h"
+
+namespace psbench {
+
+inline constexpr char kLimitFlagsFile[] = "/transports/limit_flags.cc";
+
+// Reads and checks the flags into `o` (max_message_bytes, max_connections).
+absl::Status LimitsFromFlags(ServerOptions* o);
+
+// The flags that reproduce `o`'s limits on a PS command line (only non-defaults).
+std::vector<std::string> LimitsCommandLine(const ServerOptions& o);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_TRANSPORTS_LIMIT_FLAGS_H_

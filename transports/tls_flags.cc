@@ -1,0 +1,161 @@
+#include "transports/tls_flags.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, tls_cert, "",
+          "TLS: this process's certificate chain (PEM). PS: turns TLS on (with --tls-key); "
+          "worker: a client certificate for a PS that requires one");
+ABSL_FLAG(std::string, tls_key, "", "TLS: the private key (PEM) of --tls-cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS: CA certificates (PEM). Worker: turns TLS on and verifies the PS against them "
+          "(else the system's roots); PS: requires and verifies workers' certificates "
+          "(mutual TLS)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "TLS, worker: the name the PS certificate must carry when it is not the host "
+          "dialled (e.g. the certificate names ps0.cluster, the worker dials an address)");
+
+namespace psbench {
+namespace {
+
+// OpenSSL's last error, for messages ("no start line", "key values mismatch").
+std::string SslError() {
+  unsigned long e = ERR_peek_last_error();
+  ERR_clear_error();
+  if (e == 0) return "no PEM data";
+  const char* reason = ERR_reason_error_string(e);
+  return reason != nullptr ? reason : absl::StrCat("OpenSSL error ", e);
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": cannot read: ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": cannot read"));
+  }
+  return text.str();
+}
+
+using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
+using KeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+Bio MemBio(const std::string& pem) {
+  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+}
+
+// The first certificate of a PEM file, after checking that it has at least one.
+absl::StatusOr<X509Ptr> FirstCertificate(const std::string& flag, const std::string& path,
+                                         const std::string& pem) {
+  Bio bio = MemBio(pem);
+  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), &X509_free);
+  if (!cert) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path,
+                                                   ": not a PEM certificate (", SslError(), ")"));
+  }
+  // Every further certificate (a chain, or several CAs) must parse too.
+  while (X509* more = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) X509_free(more);
+  unsigned long e = ERR_peek_last_error();
+  if (e != 0 && ERR_GET_REASON(e) != PEM_R_NO_START_LINE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", path, ": a certificate after the first is malformed (", SslError(), ")"));
+  }
+  ERR_clear_error();
+  return cert;
+}
+
+}  // namespace
+
+absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
+  TlsOptions o;
+  o.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.key_file = absl::GetFlag(FLAGS_tls_key);
+  o.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  o.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (o.cert_file.empty() != o.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        o.cert_file.empty() ? "--tls-key needs --tls-cert: give the certificate and its key together"
+                            : "--tls-cert needs --tls-key: give the certificate and its key together");
+  }
+  if (side == TlsSide::kServer && o.cert_file.empty() && !o.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca on psbench-ps verifies the workers' certificates; the PS needs its own "
+        "--tls-cert and --tls-key for TLS");
+  }
+  if (side == TlsSide::kLauncher && o.cert_file.empty() && !o.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca needs --tls-cert and --tls-key: psbench run gives them to every PS it starts");
+  }
+  if (side == TlsSide::kServer && !o.server_name.empty()) {
+    return absl::InvalidArgumentError("--tls-server-name is a worker's flag (the name it expects "
+                                      "in the PS certificate)");
+  }
+  if (!o.server_name.empty() && o.cert_file.empty() && o.ca_file.empty()) {
+    return absl::InvalidArgumentError("--tls-server-name needs TLS: give --tls-ca");
+  }
+  ERR_clear_error();
+  if (!o.ca_file.empty()) {
+    auto pem = ReadPem("tls-ca", o.ca_file);
+    if (!pem.ok()) return pem.status();
+    o.ca_pem = *std::move(pem);
+    if (auto ca = FirstCertificate("tls-ca", o.ca_file, o.ca_pem); !ca.ok()) return ca.status();
+  }
+  if (!o.cert_file.empty()) {
+    auto cert_pem = ReadPem("tls-cert", o.cert_file);
+    if (!cert_pem.ok()) return cert_pem.status();
+    auto key_pem = ReadPem("tls-key", o.key_file);
+    if (!key_pem.ok()) return key_pem.status();
+    o.cert_pem = *std::move(cert_pem);
+    o.key_pem = *std::move(key_pem);
+    auto cert = FirstCertificate("tls-cert", o.cert_file, o.cert_pem);
+    if (!cert.ok()) return cert.status();
+    Bio bio = MemBio(o.key_pem);
+    KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+    if (!key) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-key=", o.key_file, ": not an unencrypted PEM private key (", SslError(), ")"));
+    }
+    if (X509_check_private_key(cert->get(), key.get()) != 1) {
+      ERR_clear_error();
+      return absl::InvalidArgumentError(absl::StrCat("--tls-key=", o.key_file,
+                                                     " is not the key of --tls-cert=", o.cert_file));
+    }
+  }
+  return o;
+}
+
+std::vector<std::string> TlsCommandLine(const TlsOptions& o, TlsSide to) {
+  auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    auto p = std::filesystem::absolute(path, ec);
+    return ec ? path : p.string();
+  };
+  std::vector<std::string> args;
+  if (!o.cert_file.empty()) args.push_back("--tls-cert=" + absolute(o.cert_file));
+  if (!o.key_file.empty()) args.push_back("--tls-key=" + absolute(o.key_file));
+  if (!o.ca_file.empty()) args.push_back("--tls-ca=" + absolute(o.ca_file));
+  if (!o.server_name.empty() && to != TlsSide::kServer) {
+    args.push_back("--tls-server-name=" + o.server_name);
+  }
+  return args;
+}
+
+}  // namespace psbench
