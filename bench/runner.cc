@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "bench/progress.h"
 
 namespace psbench {
 namespace {
@@ -52,6 +53,7 @@ class Loop {
       return limit > 0 ? issued[server] < limit : now < end;
     };
     if (limit == 0 && duration <= absl::ZeroDuration()) return absl::OkStatus();
+    LoopProgress().StartPhase(m != nullptr ? LoopCounters::kMeasure : LoopCounters::kWarmup);
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!may_issue(slots_[i].server, NowNs())) continue;
       Issue(i);
@@ -76,6 +78,7 @@ class Loop {
         m->ops_per_ps[slot.server] += 1;
       }
       last = now;
+      LoopProgress().Completed(bytes_[slot.payload]);
       if (may_issue(slot.server, now)) {
         Issue(c->tag);
         ++issued[slot.server];
@@ -132,6 +135,8 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
                           scenario.num_workers, scenario.worker_index, deadline);
   };
   Loop loop(scenario, client, payload_ids, payload_bytes);
+  LoopProgress().plan.store(static_cast<int>(plan_index), std::memory_order_relaxed);
+  LoopProgress().StartPhase(LoopCounters::kIdle);  // waiting for the other workers
   if (absl::Status s = sync("warmup"); !s.ok()) return s;
   bool warm_by_count = scenario.warmup_iterations >= 0;
   if (absl::Status s = loop.Phase(warm_by_count ? scenario.warmup_iterations : 0,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/cli.h"
 #include "bench/report.h"
+#include "bench/progress.h"
 #include "bench/runner.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
@@ -34,6 +35,8 @@ ABSL_FLAG(std::string, json, "",
           "append one JSON record per result to this file (grpc+mpi: %w in it becomes the "
           "worker's index, for one file per worker)");
 ABSL_FLAG(bool, quiet, false, "print no table (errors still go to stderr)");
+ABSL_FLAG(std::string, progress_file, "",
+          "write live progress to this file a few times a second (for psbench run's status line)");
 
 namespace psbench {
 namespace {
@@ -59,7 +62,7 @@ absl::StatusOr<Scenario> LoadScenario() {
   }
   for (const auto& flag : FlagsSet()) {
     static const std::set<std::string> kAllowed = {
-        "scenario", "cpu", "json", "quiet",
+        "scenario", "cpu", "json", "quiet", "progress-file",
         // The trainer's settings are not part of a payload scenario.
         "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
         "learning-rate", "momentum", "write-trace",
@@ -210,6 +213,10 @@ int Main(int argc, char** argv) {
   }
 #endif
   TablePrinter table;
+  // A status line on a terminal (unless --quiet), and the progress psbench run shows.
+  ProgressReporter progress(*scenario, plans->size(),
+                            scenario->benchmark == Benchmark::kThroughput ? (*client)->num_servers() : 1,
+                            absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
     std::vector<int> ids;
@@ -227,8 +234,10 @@ int Main(int argc, char** argv) {
       std::string what = m.status().code() != absl::StatusCode::kDataLoss ? "benchmark failed: "
                          : scenario->validate                                ? "validation failed: "
                                                                              : "data lost: ";
+      progress.Stop();
       Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
     }
+    auto hold = progress.Hold();  // no status line while this plan's results print
     nlohmann::json record = MakeRecord(*scenario, plan, *m);
     record["command"] = command;
     if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/cli.h"
 #include "bench/report.h"
+#include "bench/run_status.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
 #include "transports/limit_flags.h"
@@ -256,6 +257,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
           "--json=" + files->results.string(), std::string("--quiet")}) {
       argv.push_back(a);
     }
+    if (auto f = RunStatus::Get().WorkerFlag(o.work_dir, run_number, w); !f.empty()) argv.push_back(f);
     for (const auto& a : o.worker_args) argv.push_back(a);
     for (const auto& a : o.worker_security_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
@@ -272,6 +274,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
   absl::Time deadline = absl::Now() + budget;
   absl::Status failure;
   std::optional<int> status;
+  RunStatus::Get().Start(s, num_ps);
   while (!(status = job->Poll())) {
     if (g_interrupted) {
       failure = absl::CancelledError("interrupted");
@@ -282,8 +285,10 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
           "the run did not finish within ", absl::FormatDuration(budget), " (see --timeout)"));
       break;
     }
+    RunStatus::Get().Tick();
     absl::SleepFor(absl::Milliseconds(10));
   }
+  RunStatus::Get().Stop();
   // mpirun takes its ranks down with it.
   if (!status) status = job->Stop(SIGTERM, absl::Seconds(5));
   std::string text = ReadFileText(log);
@@ -348,6 +353,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     std::vector<std::string> argv = {(o.bin_dir / "psbench-worker").string(),
                                      "--scenario=" + files->scenario.string(),
                                      "--json=" + output.string(), "--quiet"};
+    if (auto f = RunStatus::Get().WorkerFlag(o.work_dir, run_number, w); !f.empty()) argv.push_back(f);
     for (const auto& a : o.worker_args) argv.push_back(a);
     for (const auto& a : o.worker_security_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
@@ -358,6 +364,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   }
 
   // Wait for the workers; stop everything at the first failure.
+  RunStatus::Get().Start(s, num_ps);
   absl::Time deadline =
       absl::Now() + (o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training));
   absl::Status failure;
@@ -397,8 +404,10 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
           absl::FormatDuration(o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training)),
           " (see --timeout)"));
     }
+    RunStatus::Get().Tick();
     if (done < workers.size() && failure.ok()) absl::SleepFor(absl::Milliseconds(10));
   }
+  RunStatus::Get().Stop();
   for (auto& w : workers) w.Stop(SIGTERM, absl::Seconds(2));
   for (auto& p : ps) {
     int st = p.Stop(SIGTERM, absl::Seconds(5));
@@ -730,6 +739,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
                                       s.sweep ? std::string("sweep")
                                               : std::string(SchemeName(s.payload.scheme)));
       absl::Time start = absl::Now();
+      RunStatus::Get().SetRun(static_cast<int>(number) + 1, static_cast<int>(total));
       auto results = RunScenario(s, o, runs[r].second, static_cast<int>(number));
       std::vector<json> headline;
       if (results.ok()) {
@@ -1034,6 +1044,7 @@ int Main(int argc, char** argv) {
   int exit_code = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
+    RunStatus::Get().SetRun(static_cast<int>(r) + 1, static_cast<int>(runs.size()));
     auto results = RunScenario(s, o, plans, static_cast<int>(r));
     if (!results.ok()) {
       fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),

@@ -1,0 +1,55 @@
+// psbench run's status line: while a run's workers work, reads the progress files they write
+// (bench/progress.h) and shows, on stderr when it is a terminal,
+//   run 2/6 latency sweep | payload 3/13 measure | 4 s elapsed, ~12 s left | 21340 op/s 87.4 MB/s
+// redrawn a few times a second and cleared when the run ends. When stderr is not a terminal
+// the workers get no progress file and nothing is drawn.
+#ifndef PSBENCH_BENCH_RUN_STATUS_H_
+#define PSBENCH_BENCH_RUN_STATUS_H_
+
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/progress.h"
+#include "bench/scenario.h"
+
+namespace psbench {
+
+class RunStatus {
+ public:
+  static RunStatus& Get();  // the driver's one status line
+  bool enabled() const { return line_.enabled(); }
+
+  // "run i/N" in the line from now on (0: none).
+  void SetRun(int number, int total);
+  // The worker flag that makes worker `w` of run `run_number` write its progress into
+  // `dir` ("--progress-file=..."), or "" when disabled. Remembered for Start.
+  std::string WorkerFlag(const std::filesystem::path& dir, int run_number, int w);
+  // The workers are started: draw from now on. `servers`: PS each worker sends to.
+  void Start(const Scenario& s, size_t servers);
+  // From the driver's wait loop: at most every 200 ms, reads the files and redraws.
+  void Tick();
+  // The run is over: clear the line and forget its files.
+  void Stop();
+
+ private:
+  RunStatus();
+  TerminalLine line_;
+  int run_ = 0, runs_ = 0;
+  std::vector<std::string> files_;
+  Scenario scenario_;
+  size_t servers_ = 1;
+  bool running_ = false;
+  int64_t start_ns_ = 0, last_draw_ns_ = 0;
+  struct Total {
+    int64_t ns;
+    uint64_t ops, bytes;
+  };
+  std::deque<Total> recent_;  // the rate shown is over the last second or so
+};
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_RUN_STATUS_H_
