@@ -37,8 +37,6 @@ int FreePort() {
   return port;
 }
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }  // temp paths have no quote
-
 }  // namespace
 
 std::vector<ProcInfo> DescendantsOf(pid_t root) {
@@ -126,7 +124,9 @@ std::string Sshd::SshCommand() const {
   std::string out;
   Argv argv = SshArgv("", "");
   argv.resize(argv.size() - 2);  // no host, no command
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + (a.find(' ') == std::string::npos ? a : Quote(a));
+  // Joined by spaces, no quoting: psbench ssh splits --ssh on spaces, and no argument here
+  // holds one (the temp dir's path has none).
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
   return out;
 }
 
