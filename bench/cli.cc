@@ -1,6 +1,11 @@
 #include "bench/cli.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -12,6 +17,18 @@
 #include "fmt/core.h"
 
 namespace psbench {
+
+void ExitWhenStdinCloses() {
+  std::thread([] {
+    char buf[256];
+    while (true) {
+      ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+    kill(getpid(), SIGTERM);
+  }).detach();
+}
+
 namespace {
 
 std::set<std::string, std::less<>>& SetFlags() {

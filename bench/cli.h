@@ -27,6 +27,11 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
 bool FlagWasSet(absl::string_view name);
 std::vector<std::string> FlagsSet();
 
+// For processes started over ssh: a thread reads stdin and, at its end (the launcher and so
+// its ssh session are gone), sends this process SIGTERM, so no remote process outlives its
+// launcher. Call after the signal handling is set up.
+void ExitWhenStdinCloses();
+
 // Prints "<program>: <message>" to stderr and exits with `code`.
 [[noreturn]] void Die(absl::string_view program, const absl::Status& status, int code);
 [[noreturn]] void Die(absl::string_view program, absl::string_view message, int code);

@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <cstdio>
 #include <unistd.h>
 
 #include <fstream>
@@ -186,6 +187,11 @@ json AggregateThroughput(const std::vector<json>& workers) {
 }
 
 absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& records) {
+  if (path == "-") {  // remote launchers gather records from each process's stdout
+    for (const json& r : records) std::fputs((r.dump() + '\n').c_str(), stdout);
+    if (std::fflush(stdout) != 0) return absl::InternalError("--json=-: write to stdout failed");
+    return absl::OkStatus();
+  }
   std::ofstream out(path, std::ios::app);
   if (!out) return absl::InvalidArgumentError(absl::StrCat("--json=", path, ": cannot open for writing"));
   for (const json& r : records) out << r.dump() << '\n';

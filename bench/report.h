@@ -24,7 +24,7 @@ nlohmann::json MakeRecord(const Scenario& scenario, const PayloadPlan& plan,
 // total carries the worst worker p99 instead.
 nlohmann::json AggregateThroughput(const std::vector<nlohmann::json>& workers);
 
-// Appends records as JSON Lines.
+// Appends records as JSON Lines to `path`, or to stdout for "-".
 absl::Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 

@@ -28,6 +28,9 @@ ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
 ABSL_FLAG(bool, busy_poll, false,
           "serving threads spin on completions instead of sleeping (lower latency, one core each)");
 ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");
+ABSL_FLAG(bool, exit_on_stdin_close, false,
+          "exit when stdin reaches its end (remote launchers keep it open: over ssh the "
+          "process ends with its session)");
 ABSL_FLAG(int64_t, fault_corrupt_every, 0,
           "testing aid: flip one byte of every Nth payload received (0 = never), to check "
           "that --validate catches corruption");
@@ -60,6 +63,7 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (absl::GetFlag(FLAGS_exit_on_stdin_close)) ExitWhenStdinCloses();
 
   auto start = std::chrono::steady_clock::now();
   // Serves the embedded trainer's exchanges (declared first: it outlives the server).
@@ -99,9 +103,11 @@ int Main(int argc, char** argv) {
   auto bound = (*server)->Start();
   if (!bound.ok()) Die(kProgram, bound.status(), kExitUsage);
   bool v6 = options.host.find(':') != std::string::npos;
-  std::printf("psbench-ps listening on %s%s%s:%d transport=%s pid=%d cpus=%s\n", v6 ? "[" : "",
-              options.host.c_str(), v6 ? "]" : "", *bound, absl::GetFlag(FLAGS_transport).c_str(), getpid(),
-              CurrentAffinity().c_str());
+  // host= lets a launcher dial a PS that listens on every interface (0.0.0.0) by name.
+  std::printf("psbench-ps listening on %s%s%s:%d transport=%s pid=%d cpus=%s host=%s\n",
+              v6 ? "[" : "", options.host.c_str(), v6 ? "]" : "", *bound,
+              absl::GetFlag(FLAGS_transport).c_str(), getpid(), CurrentAffinity().c_str(),
+              HostName().c_str());
   std::fflush(stdout);
 
   std::thread waiter([&signals, s = server->get()] {

@@ -32,8 +32,12 @@ ABSL_FLAG(std::string, run_id, "run", "names this run's start barrier on PS 0");
 ABSL_FLAG(std::string, scenario, "", "read the scenario from this JSON file instead of flags");
 ABSL_FLAG(std::string, cpu, "", "pin the worker process to these CPUs (e.g. 1 or 0-3)");
 ABSL_FLAG(std::string, json, "",
-          "append one JSON record per result to this file (grpc+mpi: %w in it becomes the "
-          "worker's index, for one file per worker)");
+          "append one JSON record per result to this file, or to stdout for - (the table then "
+          "goes to stderr) (grpc+mpi: %w in it becomes the worker's index, for one file per "
+          "worker)");
+ABSL_FLAG(bool, exit_on_stdin_close, false,
+          "exit when stdin reaches its end (remote launchers keep it open: over ssh the "
+          "process ends with its session)");
 ABSL_FLAG(bool, quiet, false, "print no table (errors still go to stderr)");
 ABSL_FLAG(std::string, progress_file, "",
           "write live progress to this file a few times a second (for psbench run's status line)");
@@ -62,7 +66,7 @@ absl::StatusOr<Scenario> LoadScenario() {
   }
   for (const auto& flag : FlagsSet()) {
     static const std::set<std::string> kAllowed = {
-        "scenario", "cpu", "json", "quiet", "progress-file",
+        "scenario", "cpu", "json", "quiet", "progress-file", "exit-on-stdin-close",
         // The trainer's settings are not part of a payload scenario.
         "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
         "learning-rate", "momentum", "write-trace",
@@ -85,6 +89,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 int Main(int argc, char** argv) {
   auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
+  if (absl::GetFlag(FLAGS_exit_on_stdin_close)) ExitWhenStdinCloses();
   // --trainer: train a model through the PS instead of running a payload benchmark.
   std::optional<TrainerSettings> training;
   if (FlagWasSet("trainer")) {
@@ -212,7 +217,7 @@ int Main(int argc, char** argv) {
                           command);
   }
 #endif
-  TablePrinter table;
+  TablePrinter table(json_path == "-" ? stderr : stdout);
   // A status line on a terminal (unless --quiet), and the progress psbench run shows.
   ProgressReporter progress(*scenario, plans->size(),
                             scenario->benchmark == Benchmark::kThroughput ? (*client)->num_servers() : 1,

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -21,21 +22,28 @@ namespace psbench {
 
 absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
                                                  const std::vector<std::string>& argv,
-                                                 bool capture_stdout,
-                                                 const std::string& log_file) {
-  if (access(argv[0].c_str(), X_OK) != 0) {
+                                                 const Io& io) {
+  if (argv[0].find('/') != std::string::npos && access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(errno)));
   }
   int log_fd = -1;
-  if (!log_file.empty()) {
-    log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (!io.log_file.empty()) {
+    log_fd = open(io.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) {
-      return absl::InternalError(absl::StrCat("cannot write ", log_file, ": ", strerror(errno)));
+      return absl::InternalError(absl::StrCat("cannot write ", io.log_file, ": ", strerror(errno)));
     }
   }
-  int fds[2] = {-1, -1};
-  if (capture_stdout && pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  int out[2] = {-1, -1}, in[2] = {-1, -1}, exec_error[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {log_fd, out[0], out[1], in[0], in[1], exec_error[0], exec_error[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  };
+  if ((io.capture_stdout && pipe2(out, O_CLOEXEC) != 0) ||
+      (io.hold_stdin && pipe2(in, O_CLOEXEC) != 0) || pipe2(exec_error, O_CLOEXEC) != 0) {
+    int err = errno;
+    close_all();
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(err)));
   }
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -44,29 +52,50 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
-    if (log_fd >= 0) close(log_fd);
+    close_all();
     return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
   }
   if (pid == 0) {
     // Dies with the launcher, so no run leaves processes behind.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
-    if (capture_stdout) dup2(fds[1], STDOUT_FILENO);
+    if (io.capture_stdout) dup2(out[1], STDOUT_FILENO);
     if (log_fd >= 0) {
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
     }
-    execv(args[0], args.data());
+    if (io.hold_stdin) {
+      dup2(in[0], STDIN_FILENO);
+    } else if (int null = open("/dev/null", O_RDONLY); null >= 0) {
+      dup2(null, STDIN_FILENO);
+    }
+    execvp(args[0], args.data());
+    int err = errno;  // tell the parent why (the pipe closes on a successful exec)
+    (void)!write(exec_error[1], &err, sizeof err);
     _exit(127);
   }
-  if (log_fd >= 0) close(log_fd);
+  close(exec_error[1]);
+  exec_error[1] = -1;
+  int err = 0;
+  ssize_t got = read(exec_error[0], &err, sizeof err);
   ChildProcess child;
   child.name_ = name;
   child.pid_ = pid;
-  if (capture_stdout) {
-    close(fds[1]);
-    child.stdout_fd_ = fds[0];
+  if (got == static_cast<ssize_t>(sizeof err)) {
+    child.Stop(SIGKILL, absl::ZeroDuration());
+    close_all();
+    return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(err)));
   }
+  if (io.capture_stdout) {
+    close(out[1]);
+    child.stdout_fd_ = out[0];
+  }
+  if (io.hold_stdin) {
+    close(in[0]);
+    child.stdin_fd_ = in[1];
+  }
+  if (log_fd >= 0) close(log_fd);
+  close(exec_error[0]);
   return child;
 }
 
@@ -76,6 +105,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
   std::swap(name_, o.name_);
   std::swap(pid_, o.pid_);
   std::swap(stdout_fd_, o.stdout_fd_);
+  std::swap(stdin_fd_, o.stdin_fd_);
   std::swap(buffered_, o.buffered_);
   std::swap(status_, o.status_);
   return *this;
@@ -84,6 +114,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
 ChildProcess::~ChildProcess() {
   if (pid_ > 0 && !status_) Stop(SIGKILL, absl::ZeroDuration());
   if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (stdin_fd_ >= 0) close(stdin_fd_);
 }
 
 absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Time deadline) {
@@ -93,18 +124,23 @@ absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Time deadline) {
       buffered_.erase(0, nl + 1);
       return line;
     }
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("timed out");
+    // A deadline already past still takes what is there (a zero-timeout poll).
+    int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
     pollfd p{stdout_fd_, POLLIN, 0};
-    int rc = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1 << 30)));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) continue;
+    if (rc <= 0) return absl::DeadlineExceededError("timed out");
     char buf[4096];
     ssize_t n = read(stdout_fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::UnavailableError("exited before answering");
     buffered_.append(buf, static_cast<size_t>(n));
   }
+}
+
+void ChildProcess::CloseStdin() {
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+  stdin_fd_ = -1;
 }
 
 std::optional<int> ChildProcess::Poll() {

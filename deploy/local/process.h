@@ -16,24 +16,35 @@ namespace psbench {
 
 class ChildProcess {
  public:
-  // Starts argv[0] (a path) with `argv`. stdout goes to a pipe when capture_stdout, else
-  // it is inherited; stderr is inherited. With `log_file`, stdout and stderr both go to
-  // that file instead (for a launcher whose output is read once it is done).
+  struct Io {
+    bool capture_stdout = false;  // stdout to a pipe read with ReadLine; else inherited
+    // stdout and stderr both to this file instead (a launcher whose output is read once done)
+    std::string log_file;
+    // stdin from a pipe held open until this object goes (or we die): a remote launcher's
+    // processes (ssh) see its end and exit; else stdin is /dev/null
+    bool hold_stdin = false;
+  };
+  // Starts argv[0] (a path, or a name looked up in PATH) with `argv`; stderr is inherited.
   static absl::StatusOr<ChildProcess> Start(const std::string& name,
-                                            const std::vector<std::string>& argv,
-                                            bool capture_stdout,
-                                            const std::string& log_file = "");
+                                            const std::vector<std::string>& argv, const Io& io);
   ChildProcess(ChildProcess&&) noexcept;
   ChildProcess& operator=(ChildProcess&&) noexcept;
   ~ChildProcess();  // kills and reaps a child still running
 
   const std::string& name() const { return name_; }
   pid_t pid() const { return pid_; }
+  int stdout_fd() const { return stdout_fd_; }  // for poll() over several children
+  // Lines already read from stdout, waiting in the buffer (poll() cannot see them).
+  bool HasBufferedLine() const { return buffered_.find('\n') != std::string::npos; }
 
-  // Reads one line from the child's stdout, waiting at most until `deadline`.
+  // Reads one line from the child's stdout, waiting at most until `deadline`. Unavailable
+  // once its stdout is closed.
   absl::StatusOr<std::string> ReadLine(absl::Time deadline);
   // Non-blocking: the exit status (128+signal for a signal) once the child has exited.
   std::optional<int> Poll();
+  // Closes the pipe on the child's stdin (Io::hold_stdin): a child that exits at the end of
+  // its input (psbench-ps --exit-on-stdin-close over ssh) stops cleanly.
+  void CloseStdin();
   // Sends `sig`; if the child is still there after `grace`, SIGKILL. Returns its status.
   int Stop(int sig, absl::Duration grace);
 
@@ -45,6 +56,7 @@ class ChildProcess {
   std::string name_;
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
+  int stdin_fd_ = -1;
   std::string buffered_;
   std::optional<int> status_;
 };

@@ -33,6 +33,7 @@
 #include "transports/transport.h"
 #include "deploy/local/process.h"
 #include "deploy/local/train_command.h"
+#include "deploy/cluster/cluster_command.h"
 #include "deploy/report/report_command.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -70,6 +71,7 @@ constexpr char kProgram[] = "psbench";
 constexpr char kUsage[] =
     "psbench run [flags] | psbench run --trainer=MODEL [flags] | psbench train --model=MODEL [flags]\n"
     "  | psbench report FILE.jsonl... [--html=OUT.html] (see psbench report --help)\n"
+    "  | psbench ssh|slurm|mpirun [flags] (cluster runs; see psbench ssh --help)\n"
     "Runs psbench on this machine: starts PS and worker processes on loopback, runs the\n"
     "benchmark and prints the results. With no --benchmark, runs the default tour (latency,\n"
     "bandwidth and throughput over the uniform, random and skew schemes, about 45 s).\n"
@@ -264,7 +266,7 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
     outputs.push_back(files->results);
   }
   fs::path log = o.work_dir / absl::StrCat("mpirun-", run_number, ".log");
-  auto job = ChildProcess::Start("mpirun", argv, /*capture_stdout=*/false, log.string());
+  auto job = ChildProcess::Start("mpirun", argv, {.capture_stdout = false, .log_file = log.string(), .hold_stdin = false});
   if (!job.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         job.status().message(), " (grpc+mpi needs Open MPI's mpirun: install openmpi-bin, or "
@@ -324,7 +326,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
       for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
     }
     for (const auto& a : o.ps_security_args) argv.push_back(a);
-    auto child = ChildProcess::Start(absl::StrCat("PS ", i), argv, /*capture_stdout=*/true);
+    auto child = ChildProcess::Start(absl::StrCat("PS ", i), argv, {.capture_stdout = true, .log_file = "", .hold_stdin = false});
     if (!child.ok()) return child.status();
     auto line = child->ReadLine(absl::Now() + absl::Seconds(20));
     int port = 0;
@@ -357,7 +359,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     for (const auto& a : o.worker_args) argv.push_back(a);
     for (const auto& a : o.worker_security_args) argv.push_back(a);
     if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
-    auto child = ChildProcess::Start(absl::StrCat("worker ", w), argv, /*capture_stdout=*/false);
+    auto child = ChildProcess::Start(absl::StrCat("worker ", w), argv, {});
     if (!child.ok()) return child.status();
     workers.push_back(*std::move(child));
     outputs.push_back(output);
@@ -902,6 +904,8 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
 int Main(int argc, char** argv) {
   // psbench report has flags of its own (and none of run's).
   if (argc > 1 && std::string_view(argv[1]) == "report") return RunReportCommand(argc, argv, BinDir());
+  // So do the cluster launchers (psbench ssh | slurm | mpirun).
+  if (argc > 1 && IsClusterCommand(argv[1])) return RunClusterCommand(argc, argv, BinDir().string());
   auto positional = ParseFlagsOrExit(argc, argv, kUsage,
                                      {"/deploy/local/psbench_main.cc", "/bench/scenario_flags.cc",
                                       kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile,

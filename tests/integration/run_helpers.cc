@@ -196,7 +196,7 @@ std::unique_ptr<PsServer> PsServer::Start(const Argv& flags) {
   std::unique_ptr<PsServer> ps(new PsServer);
   ps->process_ = std::make_unique<Process>(PsArgv(args));
   static const std::regex kListening(
-      R"(psbench-ps listening on 127\.0\.0\.1:(\d+) transport=grpc pid=(\d+) cpus=\S+)");
+      R"(psbench-ps listening on 127\.0\.0\.1:(\d+) transport=grpc pid=(\d+) cpus=\S+ host=\S+)");
   auto deadline = Clock::now() + seconds(20);
   while (Clock::now() < deadline) {
     std::string out = ps->process_->Stdout();

@@ -20,7 +20,8 @@
 #      PSBENCH_RDMA_WHERE            auto (default) | host | guest: where CASE runs
 #      PSBENCH_RDMA_SUITE_TRANSPORT  transport for the suite (default grpc+verbs)
 #      PSBENCH_RDMA_KEEP=1           keep the share directory (outputs of every case)
-#      GUEST_TIMEOUT                 bound on the qemu run (default: suite 420 s, transport 300 s)
+#      GUEST_TIMEOUT                 bound on the qemu run (default: suite 840 s, transport 480 s: hang guards, not targets;
+#                                    the emulated guest runs 2-3x slower on a busy host)
 #      PSBENCH_RDMA_SUITE_FILTER, PSBENCH_RDMA_SUITE_FLAGS, PSBENCH_RDMA_SUITE_TIMEOUT,
 #      GTEST_FILTER                  passed on to the suite / the test binary in the guest
 set -euo pipefail
@@ -105,10 +106,10 @@ cp "$RDMA/rdma_suite.sh" "$RDMA/check_records.py" "$SHARE/rdma/"
 
 case $CASE in
     transport)
-        : "${GUEST_TIMEOUT:=300}"
+        : "${GUEST_TIMEOUT:=480}"
         CMD=("$SHARE/bin/verbs_transport_test" --gtest_color=no) ;;
     suite)
-        : "${GUEST_TIMEOUT:=420}"
+        : "${GUEST_TIMEOUT:=840}"
         for f in psbench-ps psbench-worker psbench; do
             [ -x "$SHARE/bin/$f" ] || fail "no $BIN/$f (build it first)"
         done

@@ -1,0 +1,357 @@
+#include "deploy/cluster/launchers.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace psbench {
+namespace {
+
+bool ValidHost(absl::string_view host) {
+  if (host.empty() || host.size() > 253 || host[0] == '-') return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '@';
+  });
+}
+
+// The distinct hosts of `hosts`, in first-seen order.
+std::vector<std::string> Distinct(const std::vector<std::string>& hosts) {
+  std::vector<std::string> out;
+  for (const auto& h : hosts) {
+    if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+  }
+  return out;
+}
+
+// "  12: text" (srun --label, which without --unbuffered forwards whole lines) -> task 12.
+std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
+  absl::string_view rest = absl::StripLeadingAsciiWhitespace(line);
+  size_t colon = rest.find(": ");
+  int task = -1;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, colon), &task)) {
+    return {{-1, line}};
+  }
+  return {{task, std::string(rest.substr(colon + 2))}};
+}
+
+}  // namespace
+
+// Open MPI's --tag-output tags each chunk it forwards, not each line: a long line arrives in
+// chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks may come between.
+// So the stream is cut at every tag, each piece appended to its rank's line, and a rank's
+// line is complete at its newline.
+std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemux() {
+  auto partial = std::make_shared<std::map<int, std::string>>();
+  return [partial](const std::string& line) {
+    std::vector<ProcessGroup::Line> out;
+    static const std::string kTagEnd = "]<stdout>:";
+    int rank = -1;
+    size_t at = 0;
+    std::string untagged;
+    while (at <= line.size()) {
+      // The next tag at or after `at`: "[" JOB "," RANK "]<stdout>:", digits only.
+      size_t open = std::string::npos, end = line.find(kTagEnd, at);
+      int next_rank = -1;
+      for (; end != std::string::npos; end = line.find(kTagEnd, end + 1)) {
+        open = line.rfind('[', end);
+        if (open == std::string::npos || open < at) continue;
+        size_t comma = line.find(',', open);
+        auto digits = [&](size_t from, size_t to) {
+          return from < to && std::all_of(line.begin() + from, line.begin() + to, absl::ascii_isdigit);
+        };
+        if (comma < end && digits(open + 1, comma) && digits(comma + 1, end) &&
+            absl::SimpleAtoi(line.substr(comma + 1, end - comma - 1), &next_rank)) {
+          break;
+        }
+      }
+      bool tag = end != std::string::npos;
+      std::string piece = line.substr(at, (tag ? open : line.size()) - at);
+      if (rank >= 0) (*partial)[rank] += piece;
+      else untagged += piece;
+      if (!tag) break;
+      rank = next_rank;
+      at = end + kTagEnd.size();
+    }
+    if (!untagged.empty()) out.push_back({-1, untagged});
+    if (rank >= 0) {  // the newline ends the line of the rank whose piece came last
+      out.push_back({rank, std::move((*partial)[rank])});
+      partial->erase(rank);
+    }
+    return out;
+  };
+}
+
+namespace {
+
+class SshLauncher : public ClusterLauncher {
+ public:
+  SshLauncher(std::vector<std::string> slots, std::vector<std::string> ssh)
+      : slots_(std::move(slots)), ssh_(std::move(ssh)) {}
+  std::string name() const override { return "ssh"; }
+  const std::vector<std::string>& slots() const override { return slots_; }
+  // The remote process reads its stdin, which ssh keeps open while we live: when we go, so
+  // does the session, and the process sees the end of its stdin.
+  std::vector<std::string> ProcessFlags() const override { return {"--exit-on-stdin-close"}; }
+
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
+      const std::string& role, const std::vector<std::string>& hosts,
+      const std::vector<std::vector<std::string>>& argvs) override {
+    std::vector<ChildProcess> children;
+    for (size_t i = 0; i < argvs.size(); ++i) {
+      std::vector<std::string> quoted;
+      for (const auto& a : argvs[i]) quoted.push_back(ShellQuote(a));
+      std::vector<std::string> argv = ssh_;
+      // -T: no terminal (stdout stays clean lines); the remote command runs in the login shell.
+      argv.push_back("-T");
+      argv.push_back(hosts[i]);
+      argv.push_back("exec " + absl::StrJoin(quoted, " "));
+      auto child = ChildProcess::Start(absl::StrCat(role, " ", i, " on ", hosts[i]), argv,
+                                       {.capture_stdout = true, .log_file = "", .hold_stdin = true});
+      if (!child.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(child.status().message(), " (give the ssh client with --ssh=COMMAND)"));
+      }
+      children.push_back(*std::move(child));
+    }
+    return GroupOfChildren(std::move(children));
+  }
+
+ private:
+  std::vector<std::string> slots_;
+  std::vector<std::string> ssh_;
+};
+
+class SlurmLauncher : public ClusterLauncher {
+ public:
+  SlurmLauncher(std::vector<std::string> slots, std::string srun, std::vector<std::string> args,
+                std::string work_dir)
+      : slots_(std::move(slots)), srun_(std::move(srun)), args_(std::move(args)),
+        work_dir_(std::move(work_dir)) {}
+  std::string name() const override { return "slurm"; }
+  const std::vector<std::string>& slots() const override { return slots_; }
+  bool StartsMpiJobs() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
+      const std::string& role, const std::vector<std::string>& hosts,
+      const std::vector<std::vector<std::string>>& argvs) override {
+    // One job step; task i runs line i of the --multi-prog file (srun's own quoting: single
+    // quotes keep an argument whole).
+    std::string conf = absl::StrCat(work_dir_, "/", role, ".multi-prog");
+    std::ofstream file(conf);
+    for (size_t i = 0; i < argvs.size(); ++i) {
+      std::vector<std::string> quoted;
+      for (const auto& a : argvs[i]) quoted.push_back(ShellQuote(a));
+      file << i << " " << absl::StrJoin(quoted, " ") << "\n";
+    }
+    file.close();
+    if (!file) return absl::InternalError(absl::StrCat("cannot write ", conf));
+    std::vector<std::string> nodes = Distinct(hosts);
+    std::vector<std::string> argv = {srun_,
+                                     // Steps of one allocation share its CPUs: the PS step
+                                     // and the worker step run side by side.
+                                     "--overlap",
+                                     "--label", "--kill-on-bad-exit=1",
+                                     absl::StrCat("--ntasks=", argvs.size()),
+                                     absl::StrCat("--nodes=", nodes.size()),
+                                     "--nodelist=" + absl::StrJoin(nodes, ","),
+                                     "--job-name=psbench-" + role};
+    for (const auto& a : args_) argv.push_back(a);
+    argv.push_back("--multi-prog");
+    argv.push_back(conf);
+    auto child = ChildProcess::Start("srun (" + role + ")", argv,
+                                     {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+    if (!child.ok()) return child.status();
+    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel);
+  }
+
+ private:
+  std::vector<std::string> slots_;
+  std::string srun_;
+  std::vector<std::string> args_;
+  std::string work_dir_;
+};
+
+class MpirunLauncher : public ClusterLauncher {
+ public:
+  MpirunLauncher(std::vector<std::string> slots, std::string mpirun, std::vector<std::string> args)
+      : slots_(std::move(slots)), mpirun_(std::move(mpirun)), args_(std::move(args)) {}
+  std::string name() const override { return "mpirun"; }
+  const std::vector<std::string>& slots() const override { return slots_; }
+  bool StartsMpiJobs() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
+      const std::string& role, const std::vector<std::string>& hosts,
+      const std::vector<std::vector<std::string>>& argvs) override {
+    // MPMD: one app context per process, pinned to its host, so rank i is argvs[i].
+    std::vector<std::string> argv = {mpirun_};
+    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+    for (const char* a : {"--oversubscribe", "--bind-to", "none", "--tag-output"}) argv.push_back(a);
+    for (const auto& a : args_) argv.push_back(a);
+    for (size_t i = 0; i < argvs.size(); ++i) {
+      if (i > 0) argv.push_back(":");
+      for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"), hosts[i]}) {
+        argv.push_back(a);
+      }
+      argv.insert(argv.end(), argvs[i].begin(), argvs[i].end());
+    }
+    auto child = ChildProcess::Start("mpirun (" + role + ")", argv,
+                                     {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+    if (!child.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          child.status().message(), " (install openmpi-bin, or give --mpirun=PATH)"));
+    }
+    return GroupBehindLauncher(*std::move(child), MpirunTagDemux());
+  }
+
+ private:
+  std::vector<std::string> slots_;
+  std::string mpirun_;
+  std::vector<std::string> args_;
+};
+
+// Runs `argv` and returns its stdout (for scontrol).
+absl::StatusOr<std::string> Capture(const std::vector<std::string>& argv) {
+  auto child = ChildProcess::Start(argv[0], argv, {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+  if (!child.ok()) return child.status();
+  std::string out;
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (true) {
+    auto line = child->ReadLine(deadline);
+    if (!line.ok()) {
+      if (line.status().code() == absl::StatusCode::kUnavailable) break;
+      child->Stop(SIGKILL, absl::ZeroDuration());
+      return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not answer within 30 s"));
+    }
+    absl::StrAppend(&out, *line, "\n");
+  }
+  if (int st = child->Stop(SIGTERM, absl::Seconds(5)); st != 0) {
+    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " ", ChildProcess::Describe(st)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ShellQuote(const std::string& word) {
+  if (!word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+        return absl::ascii_isalnum(c) || std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
+      })) {
+    return word;
+  }
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+absl::StatusOr<std::vector<std::string>> ReadHostFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--hostfile=", path, ": cannot read it"));
+  std::vector<std::string> slots;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    absl::string_view text = line;
+    if (size_t hash = text.find('#'); hash != absl::string_view::npos) text = text.substr(0, hash);
+    std::vector<absl::string_view> words = absl::StrSplit(text, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    auto where = [&] { return absl::StrCat("--hostfile=", path, " line ", number, ": "); };
+    if (!ValidHost(words[0])) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), "'", words[0], "' is not a host name"));
+    }
+    int count = 1;
+    for (size_t w = 1; w < words.size(); ++w) {
+      absl::string_view value = words[w];
+      if (!absl::ConsumePrefix(&value, "slots=") || !absl::SimpleAtoi(value, &count) || count < 1 ||
+          count > 4096) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), "'", words[w], "': expected HOST or HOST slots=N (N in [1, 4096])"));
+      }
+    }
+    for (int i = 0; i < count; ++i) slots.emplace_back(words[0]);
+  }
+  if (slots.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--hostfile=", path, " lists no host"));
+  }
+  return slots;
+}
+
+absl::StatusOr<std::vector<int>> ParseSlurmTasksPerNode(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int tasks = 0, repeat = 1;
+    absl::string_view count = part;
+    if (size_t paren = part.find("(x"); paren != absl::string_view::npos) {
+      count = part.substr(0, paren);
+      absl::string_view times = part.substr(paren + 2);
+      if (!absl::ConsumeSuffix(&times, ")") || !absl::SimpleAtoi(times, &repeat) || repeat < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": cannot read '", part, "'"));
+      }
+    }
+    if (!absl::SimpleAtoi(count, &tasks) || tasks < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": cannot read '", part, "'"));
+    }
+    out.insert(out.end(), repeat, tasks);
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeSshLauncher(std::vector<std::string> slots,
+                                                                  const std::string& ssh) {
+  std::vector<std::string> command = absl::StrSplit(ssh, ' ', absl::SkipEmpty());
+  if (command.empty()) return absl::InvalidArgumentError("--ssh is empty; give the ssh client command");
+  return std::make_unique<SshLauncher>(std::move(slots), std::move(command));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeSlurmLauncher(
+    const std::string& srun, const std::vector<std::string>& srun_args, const std::string& work_dir) {
+  const char* job = getenv("SLURM_JOB_ID");
+  const char* nodelist = getenv("SLURM_JOB_NODELIST");
+  if (job == nullptr || nodelist == nullptr) {
+    return absl::FailedPreconditionError(
+        "psbench slurm runs inside a Slurm allocation (no SLURM_JOB_ID here): submit "
+        "deploy/slurm/psbench.sbatch with sbatch, or run it under salloc");
+  }
+  // scontrol expands "node[01-03]" the way Slurm itself does.
+  auto expanded = Capture({"scontrol", "show", "hostnames", nodelist});
+  if (!expanded.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot expand SLURM_JOB_NODELIST=", nodelist, ": ", expanded.status().message()));
+  }
+  std::vector<std::string> nodes = absl::StrSplit(*expanded, '\n', absl::SkipEmpty());
+  std::vector<int> per_node(nodes.size(), 1);
+  if (const char* tasks = getenv("SLURM_TASKS_PER_NODE")) {
+    auto parsed = ParseSlurmTasksPerNode(tasks);
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->size() != nodes.size()) {
+      return absl::FailedPreconditionError(absl::StrCat("SLURM_TASKS_PER_NODE=", tasks, " describes ",
+                                                        parsed->size(), " nodes, the allocation has ",
+                                                        nodes.size()));
+    }
+    per_node = *parsed;
+  }
+  std::vector<std::string> slots;
+  for (size_t n = 0; n < nodes.size(); ++n) slots.insert(slots.end(), per_node[n], nodes[n]);
+  return std::make_unique<SlurmLauncher>(std::move(slots), srun, srun_args, work_dir);
+}
+
+absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeMpirunLauncher(
+    std::vector<std::string> slots, const std::string& mpirun,
+    const std::vector<std::string>& mpirun_args) {
+  return std::make_unique<MpirunLauncher>(std::move(slots), mpirun, mpirun_args);
+}
+
+}  // namespace psbench
