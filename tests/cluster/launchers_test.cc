@@ -1,0 +1,93 @@
+// The cluster launchers' parsers: host lists, Slurm's tasks per node, Open MPI's tagged
+// output (chunks of long lines, interleaved ranks) and shell quoting.
+#include "deploy/cluster/launchers.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psbench {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string WriteTemp(const std::string& text) {
+  char path[] = "/tmp/psbench-hostfile-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  return path;
+}
+
+TEST(HostFileTest, OneLinePerSlotAndSlotsEquals) {
+  std::string path = WriteTemp("# PBS style\nnode01\nnode01\n\nnode02  # trailing comment\nnode03 slots=2\n");
+  auto slots = ReadHostFile(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_THAT(*slots, ElementsAre("node01", "node01", "node02", "node03", "node03"));
+}
+
+TEST(HostFileTest, BadFilesNameTheLine) {
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"node01\nnode02 slots=0\n", "line 2"},
+           {"node01 cores=4\n", "slots=N"},
+           {"-oProxyCommand=x\n", "not a host name"},
+           {"# nothing\n\n", "lists no host"}}) {
+    std::string path = WriteTemp(text);
+    auto slots = ReadHostFile(path);
+    unlink(path.c_str());
+    ASSERT_FALSE(slots.ok()) << text;
+    EXPECT_THAT(std::string(slots.status().message()), HasSubstr(expected)) << text;
+  }
+  EXPECT_FALSE(ReadHostFile("/nonexistent/hosts").ok());
+}
+
+TEST(SlurmTasksPerNodeTest, RepeatsExpand) {
+  EXPECT_THAT(*ParseSlurmTasksPerNode("2(x3),1"), ElementsAre(2, 2, 2, 1));
+  EXPECT_THAT(*ParseSlurmTasksPerNode("4"), ElementsAre(4));
+  for (const char* bad : {"", "0", "2(x0)", "2(x3", "a", "1,,2"}) {
+    EXPECT_FALSE(ParseSlurmTasksPerNode(bad).ok()) << bad;
+  }
+}
+
+TEST(MpirunTagDemuxTest, WholeLinesPassThrough) {
+  auto demux = MpirunTagDemux();
+  auto lines = demux("[1,2]<stdout>:{\"a\":[1,2]}");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].member, 2);
+  EXPECT_EQ(lines[0].text, "{\"a\":[1,2]}");
+}
+
+// Open MPI tags each forwarded chunk: a long line comes in tagged pieces, other ranks' chunks
+// may come between them, and a newline ends the line of the rank whose piece came last.
+TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
+  auto demux = MpirunTagDemux();
+  EXPECT_TRUE(demux("[1,1]<stdout>:{\"x\":555.00[1,1]<stdout>:5,\"y\":[3,4][1,0]<stdout>:listening on a:1").size() == 1);
+  auto lines = demux("[1,1]<stdout>:}");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].member, 1);
+  EXPECT_EQ(lines[0].text, "{\"x\":555.005,\"y\":[3,4]}");
+  // Untagged text (mpirun's own messages) is member -1.
+  auto untagged = demux("mpirun noticed that process rank 0 exited");
+  ASSERT_EQ(untagged.size(), 1u);
+  EXPECT_EQ(untagged[0].member, -1);
+}
+
+TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(ShellQuote("--listen=ib0"), "--listen=ib0");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("$(rm -rf /)"), "'$(rm -rf /)'");
+}
+
+}  // namespace
+}  // namespace psbench

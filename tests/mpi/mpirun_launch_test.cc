@@ -1,0 +1,70 @@
+// psbench mpirun: a host list launched with a real Open MPI mpirun, over grpc (a PS job, then
+// a worker job, PS addresses passed between them) and grpc+mpi (one MPMD job).
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/run_helpers.h"
+
+namespace psbench::testing {
+namespace {
+
+using nlohmann::json;
+
+class MpirunLaunchTest : public IntegrationTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string HostFile(const std::string& text) {
+    std::string path = tmp_.File("hosts");
+    std::ofstream(path) << text;
+    return path;
+  }
+  TempDir tmp_;
+};
+
+TEST_P(MpirunLaunchTest, OnePsTwoWorkersFromAHostFile) {
+  std::string out = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(
+      {BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost slots=3\n"),
+       "--mpirun=" PSBENCH_MPIEXEC, "--transport=" + GetParam(), "--num-ps=1",
+       "--benchmark=throughput", "--warmup-iterations=1", "--iterations=20", "--validate",
+       "--connect-timeout=20s", "--ps-interface=lo", "--label=loopback", "--json=" + out},
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("total"), std::string::npos) << r.Describe();
+  auto records = ReadJsonLines(out);
+  ASSERT_EQ(records.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const json& rec = records[i];
+    EXPECT_EQ(rec["scope"], i < 2 ? "worker" : "total");
+    EXPECT_EQ(rec["transport"], GetParam());
+    EXPECT_EQ(rec["label"], "loopback");
+    EXPECT_EQ(rec["cluster"]["launcher"], "mpirun");
+    EXPECT_EQ(rec["iterations"], i < 2 ? 20 : 40);
+    if (i < 2) {
+      EXPECT_EQ(rec["worker_index"], i);
+      // --ps-interface=lo: the PS listened on loopback's address and the worker dialed it.
+      EXPECT_EQ(rec["placement"]["ps"][0]["address"].get<std::string>().rfind("127.0.0.1:", 0), 0u)
+          << rec["placement"].dump();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MpirunLaunchTest, ::testing::Values("grpc", "grpc+mpi"),
+                         [](const auto& info) { return info.param == "grpc" ? std::string("grpc") : std::string("grpc_mpi"); });
+
+TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {
+  RunResult r = RunCommand({BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost\n"),
+                            "--benchmark=throughput"},
+                           seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("no slot is left for a worker"), std::string::npos) << r.Describe();
+  r = RunCommand({BinPath("psbench"), "ssh", "--hostfile=" + HostFile("localhost slots=2\n"),
+                  "--transport=grpc+mpi", "--benchmark=latency"},
+                 seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("one MPI job"), std::string::npos) << r.Describe();
+}
+
+}  // namespace
+}  // namespace psbench::testing
