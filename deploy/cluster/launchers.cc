@@ -171,6 +171,12 @@ class SlurmLauncher : public ClusterLauncher {
                                      "--nodelist=" + absl::StrJoin(nodes, ","),
                                      "--job-name=psbench-" + role};
     for (const auto& a : args_) argv.push_back(a);
+    // One MPI job (grpc+mpi) needs a PMI for its ranks to find each other; Open MPI takes PMIx.
+    if (role == "job" && std::none_of(args_.begin(), args_.end(), [](const std::string& a) {
+          return absl::StartsWith(a, "--mpi");
+        })) {
+      argv.push_back("--mpi=pmix");
+    }
     argv.push_back("--multi-prog");
     argv.push_back(conf);
     auto child = ChildProcess::Start("srun (" + role + ")", argv,

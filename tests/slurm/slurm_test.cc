@@ -236,6 +236,21 @@ TEST_F(SlurmTest, PsInterfaceLoListensOnLoopback) {
   EXPECT_TRUE(Contains(r.out + r.err, "listening on 127.0.0.1:")) << r.Describe();
 }
 
+// grpc+mpi: one srun step (--multi-prog, PMIx) makes the PS and workers one MPI job.
+TEST_F(SlurmTest, GrpcMpiIsOneSrunStep) {
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(
+      SallocPsbench(Concat(kThroughput, {"--transport=grpc+mpi", "--json=" + json})), seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 3u) << r.Describe();
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["transport"], "grpc+mpi");
+    EXPECT_EQ(rec["cluster"]["launcher"], "slurm");
+  }
+  EXPECT_EQ(records[2]["scope"], "total");
+}
+
 TEST_F(SlurmTest, UnknownPsInterfaceFailsClearly) {
   RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--ps-interface=nosuch0"})),
                            seconds(90));
