@@ -15,13 +15,14 @@
 #include "nlohmann/json.hpp"
 
 namespace psbench {
-namespace {
 
 int64_t SteadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 const char* PhaseName(int phase) {
   return phase == LoopCounters::kWarmup ? "warm-up" : phase == LoopCounters::kMeasure ? "measure" : "setup";

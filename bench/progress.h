@@ -18,6 +18,9 @@
 
 namespace psbench {
 
+// Nanoseconds on the steady clock, the one time base of progress and status lines.
+int64_t SteadyNs();
+
 // Updated by the one thread that runs the benchmark loop, read by the reporter thread.
 struct LoopCounters {
   enum Phase { kIdle = 0, kWarmup = 1, kMeasure = 2 };

@@ -9,15 +9,6 @@
 #include "fmt/core.h"
 
 namespace psbench {
-namespace {
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 RunStatus& RunStatus::Get() {
   static RunStatus* status = new RunStatus;

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <map>
 
@@ -22,6 +21,7 @@
 #include "bench/scenario.h"
 #include "bench/scenario_flags.h"
 #include "deploy/cluster/launchers.h"
+#include "deploy/local/launch.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
 #include "transports/limit_flags.h"
@@ -76,8 +76,6 @@ constexpr char kUsage[] =
     "file a flag names (--trace, --tls-*). Results: one table, and --json=FILE.\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.";
 
-std::atomic<bool> g_interrupted{false};
-void OnSignal(int) { g_interrupted = true; }
 
 // The flags the user gave that every worker takes as they are: the scenario's, RDMA's and
 // the trainer's, as --name=value.
@@ -127,9 +125,6 @@ struct Cluster {
   std::vector<std::string> command;
 };
 
-// A failure with what the processes said last, for the message.
-absl::Status Failed(const std::string& what) { return absl::InternalError(what); }
-
 // Reads the PS group's lines until every PS has printed its address. Lines that are not the
 // address are relayed to stderr.
 absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, const Cluster& c,
@@ -137,7 +132,7 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, cons
   std::vector<std::optional<std::string>> addresses(c.num_ps);
   int known = 0;
   while (known < c.num_ps) {
-    if (g_interrupted) return absl::CancelledError("interrupted");
+    if (Interrupted()) return absl::CancelledError("interrupted");
     auto line = ps.ReadLine(std::min(deadline, absl::Now() + absl::Milliseconds(200)));
     if (!line.ok()) {
       if (absl::Now() < deadline) continue;
@@ -147,7 +142,7 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, cons
     }
     if (!line->has_value()) {
       ps.Stop(SIGTERM, absl::Seconds(2));
-      return Failed(absl::StrCat("the PS exited before listening (",
+      return absl::InternalError(absl::StrCat("the PS exited before listening (",
                                  ChildProcess::Describe(ps.Poll().value_or(-1)), ")"));
     }
     auto [member, text] = **line;
@@ -176,14 +171,14 @@ absl::StatusOr<std::vector<std::vector<json>>> GatherRecords(ProcessGroup& worke
   constexpr size_t kMaxRecordBytes = 64 << 20;
   absl::Time deadline = absl::Now() + c.budget;
   while (true) {
-    if (g_interrupted) return absl::CancelledError("interrupted");
+    if (Interrupted()) return absl::CancelledError("interrupted");
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "the run did not finish within ", absl::FormatDuration(c.budget), " (see --timeout)"));
     }
     if (ps != nullptr) {
       if (auto st = ps->Poll()) {
-        return Failed(absl::StrCat("the PS ", ChildProcess::Describe(*st), " during the run"));
+        return absl::InternalError(absl::StrCat("the PS ", ChildProcess::Describe(*st), " during the run"));
       }
     }
     auto line = workers.ReadLine(absl::Now() + absl::Milliseconds(200));
@@ -216,7 +211,7 @@ absl::StatusOr<std::vector<std::vector<json>>> GatherRecords(ProcessGroup& worke
   if (!status) status = workers.Stop(SIGTERM, absl::Seconds(5));
   if (*status != 0) {
     auto member = workers.FailedMember();
-    return Failed(absl::StrCat(member ? absl::StrCat("worker ", *member - first_worker) : "a worker",
+    return absl::InternalError(absl::StrCat(member ? absl::StrCat("worker ", *member - first_worker) : "a worker",
                                " ", ChildProcess::Describe(*status),
                                " (its messages are above)"));
   }
@@ -227,20 +222,12 @@ absl::StatusOr<std::vector<std::vector<json>>> GatherRecords(ProcessGroup& worke
 // throughput, each saying how it was launched.
 absl::StatusOr<std::vector<json>> Assemble(std::vector<std::vector<json>> per_worker, size_t plans,
                                            const Cluster& c, const json& placement) {
-  for (int w = 0; w < c.num_workers; ++w) {
-    if (per_worker[w].size() != plans) {
-      return absl::DataLossError(absl::StrCat("worker ", w, " reported ", per_worker[w].size(),
-                                              " results for ", plans, " payloads"));
-    }
-  }
-  std::vector<json> out;
-  for (size_t p = 0; p < plans; ++p) {
-    std::vector<json> group;
-    for (auto& w : per_worker) group.push_back(w[p]);
-    out.insert(out.end(), group.begin(), group.end());
-    if (c.scenario.benchmark == Benchmark::kThroughput) out.push_back(AggregateThroughput(group));
-  }
-  for (json& r : out) {
+  std::vector<std::string> names;
+  for (int w = 0; w < c.num_workers; ++w) names.push_back(absl::StrCat("worker ", w));
+  auto out = MergeWorkerRecords(std::move(per_worker), plans,
+                                c.scenario.benchmark == Benchmark::kThroughput, names);
+  if (!out.ok()) return out.status();
+  for (json& r : *out) {
     if (r.contains("command")) r["worker_command"] = r["command"];
     r["command"] = c.command;
     // "placement" already says where each process ran (host, CPUs); this says how.
@@ -256,13 +243,10 @@ absl::StatusOr<std::vector<json>> RunOnCluster(Cluster& c, size_t plans) {
   std::vector<std::string> worker_hosts(slots.begin() + c.num_ps,
                                         slots.begin() + c.num_ps + c.num_workers);
   std::string run_id = absl::StrCat("cluster-", getpid(), "-", absl::ToUnixMillis(absl::Now()));
-  auto ps_argv = [&](int i) {
-    std::vector<std::string> argv = {c.bin_dir + "/psbench-ps", "--port=0",
-                                     "--transport=" + c.scenario.transport};
-    argv.insert(argv.end(), c.ps_flags.begin(), c.ps_flags.end());
-    (void)i;
-    return argv;
-  };
+  // Every PS gets the same command line: each picks a free port and says which.
+  std::vector<std::string> ps_argv = {c.bin_dir + "/psbench-ps", "--port=0",
+                                      "--transport=" + c.scenario.transport};
+  ps_argv.insert(ps_argv.end(), c.ps_flags.begin(), c.ps_flags.end());
   auto worker_argv = [&](int w, const std::vector<std::string>& ps) {
     std::vector<std::string> argv = {c.bin_dir + "/psbench-worker", "--json=-", "--quiet",
                                      absl::StrCat("--num-workers=", c.num_workers),
@@ -277,8 +261,7 @@ absl::StatusOr<std::vector<json>> RunOnCluster(Cluster& c, size_t plans) {
     // One MPI job: ranks 0..P-1 are the PS, the workers find them through the job.
     std::vector<std::string> hosts = ps_hosts;
     hosts.insert(hosts.end(), worker_hosts.begin(), worker_hosts.end());
-    std::vector<std::vector<std::string>> argvs;
-    for (int i = 0; i < c.num_ps; ++i) argvs.push_back(ps_argv(i));
+    std::vector<std::vector<std::string>> argvs(c.num_ps, ps_argv);
     for (int w = 0; w < c.num_workers; ++w) argvs.push_back(worker_argv(w, {}));
     auto job = c.launcher->Start("job", hosts, argvs);
     if (!job.ok()) return job.status();
@@ -288,8 +271,7 @@ absl::StatusOr<std::vector<json>> RunOnCluster(Cluster& c, size_t plans) {
     return Assemble(*std::move(records), plans, c, placement);
   }
 
-  std::vector<std::vector<std::string>> ps_argvs;
-  for (int i = 0; i < c.num_ps; ++i) ps_argvs.push_back(ps_argv(i));
+  std::vector<std::vector<std::string>> ps_argvs(c.num_ps, ps_argv);
   auto ps = c.launcher->Start("ps", ps_hosts, ps_argvs);
   if (!ps.ok()) return ps.status();
   auto addresses = AwaitPsAddresses(**ps, c,
@@ -316,17 +298,9 @@ absl::StatusOr<std::vector<json>> RunOnCluster(Cluster& c, size_t plans) {
   if (!records.ok()) return records.status();
   // A PS told to stop exits 0 (what ssh passes on; srun and mpirun report their own ending).
   if ((*ps)->StopStatusIsMembers() && ps_status != 0) {
-    return Failed(absl::StrCat("the PS ", ChildProcess::Describe(ps_status), " at shutdown"));
+    return absl::InternalError(absl::StrCat("the PS ", ChildProcess::Describe(ps_status), " at shutdown"));
   }
   return Assemble(*std::move(records), plans, c, placement);
-}
-
-absl::Duration Budget(const Scenario& s, size_t plans) {
-  absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
-  if (s.warmup_iterations < 0) per_plan += s.warmup;
-  if (s.iterations == 0) per_plan += s.duration;
-  else per_plan += absl::Minutes(10);
-  return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
 }
 
 }  // namespace
@@ -463,10 +437,8 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
                              " is point to point: give --num-ps=1 --num-workers=1, or use --benchmark=throughput"));
   }
   c.budget = absl::GetFlag(FLAGS_timeout) > absl::ZeroDuration() ? absl::GetFlag(FLAGS_timeout)
-                                                                 : Budget(c.scenario, plans->size());
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+                                                                 : RunBudget(c.scenario, plans->size());
+  StopOnSignals();
 
   fmt::print("# psbench {}: {} PS on {} | {} workers on {} | {} {}{}\n", command, c.num_ps,
              absl::StrJoin(std::vector<std::string>(c.launcher->slots().begin(), c.launcher->slots().begin() + c.num_ps), ","),
@@ -481,7 +453,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   if (!results.ok()) {
     fmt::print(stderr, "{}: {} {}: {}\n", kProgram, command, std::string(BenchmarkName(c.scenario.benchmark)),
                std::string(results.status().message()));
-    return g_interrupted ? 130 : kExitRuntime;
+    return Interrupted() ? 130 : kExitRuntime;
   }
   TablePrinter table;
   for (const json& r : *results) table.Print(r);

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,6 +33,7 @@
 #include "deploy/local/process.h"
 #include "deploy/local/train_command.h"
 #include "deploy/cluster/cluster_command.h"
+#include "deploy/local/launch.h"
 #include "deploy/report/report_command.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -81,8 +81,6 @@ constexpr char kUsage[] =
     "`psbench report` turns --json results into Markdown tables and an HTML page with plots.\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.";
 
-std::atomic<bool> g_interrupted{false};
-void OnSignal(int) { g_interrupted = true; }
 
 struct Options {
   int num_ps = 1;
@@ -106,14 +104,11 @@ fs::path BinDir() {
   return fs::read_symlink("/proc/self/exe").parent_path();
 }
 
-absl::Duration RunBudget(const Scenario& s, size_t plans, bool training = false) {
-  // A training run's steps take what the model takes: allow an hour unless told (--timeout).
-  if (training) return s.connect_timeout + absl::Hours(1);
-  absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
-  if (s.warmup_iterations < 0) per_plan += s.warmup;
-  if (s.iterations == 0) per_plan += s.duration;
-  else per_plan += absl::Minutes(10);  // bounded by the op deadlines in practice
-  return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
+// The time a run may take: the scenario's, or for a training run, whose steps take what the
+// model takes, an hour; --timeout overrides either.
+absl::Duration Budget(const Options& o, const Scenario& s, size_t plans) {
+  if (o.timeout > absl::ZeroDuration()) return o.timeout;
+  return o.training ? s.connect_timeout + absl::Hours(1) : RunBudget(s, plans);
 }
 
 // Reads each worker's JSON Lines: per-worker records, plus one total record per plan for
@@ -121,23 +116,14 @@ absl::Duration RunBudget(const Scenario& s, size_t plans, bool training = false)
 absl::StatusOr<std::vector<json>> CollectResults(const std::vector<fs::path>& outputs,
                                                  size_t plans, bool aggregate) {
   std::vector<std::vector<json>> per_worker;
+  std::vector<std::string> names;
   for (const auto& out : outputs) {
     auto records = ReadJsonLines(out.string());
     if (!records.ok()) return records.status();
-    if (records->size() != plans) {
-      return absl::DataLossError(absl::StrCat(out.string(), ": ", records->size(),
-                                              " results for ", plans, " payloads"));
-    }
     per_worker.push_back(*std::move(records));
+    names.push_back(out.string());
   }
-  std::vector<json> results;
-  for (size_t p = 0; p < plans; ++p) {
-    std::vector<json> group;
-    for (auto& w : per_worker) group.push_back(w[p]);
-    results.insert(results.end(), group.begin(), group.end());
-    if (aggregate) results.push_back(AggregateThroughput(group));
-  }
-  return results;
+  return MergeWorkerRecords(std::move(per_worker), plans, aggregate, names);
 }
 
 // Worker w's scenario (`s` as worker w sees it) in the work directory, and the file it is to
@@ -272,13 +258,13 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
         job.status().message(), " (grpc+mpi needs Open MPI's mpirun: install openmpi-bin, or "
         "give --mpirun=PATH)"));
   }
-  absl::Duration budget = o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training);
+  absl::Duration budget = Budget(o, s, plans);
   absl::Time deadline = absl::Now() + budget;
   absl::Status failure;
   std::optional<int> status;
   RunStatus::Get().Start(s, num_ps);
   while (!(status = job->Poll())) {
-    if (g_interrupted) {
+    if (Interrupted()) {
       failure = absl::CancelledError("interrupted");
       break;
     }
@@ -368,7 +354,7 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
   // Wait for the workers; stop everything at the first failure.
   RunStatus::Get().Start(s, num_ps);
   absl::Time deadline =
-      absl::Now() + (o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training));
+      absl::Now() + Budget(o, s, plans);
   absl::Status failure;
   size_t done = 0;
   while (done < workers.size() && failure.ok()) {
@@ -399,11 +385,11 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
         ++done;
       }
     }
-    if (g_interrupted) failure = absl::CancelledError("interrupted");
+    if (Interrupted()) failure = absl::CancelledError("interrupted");
     if (failure.ok() && absl::Now() > deadline) {
       failure = absl::DeadlineExceededError(absl::StrCat(
           "the run did not finish within ",
-          absl::FormatDuration(o.timeout > absl::ZeroDuration() ? o.timeout : RunBudget(s, plans, o.training)),
+          absl::FormatDuration(Budget(o, s, plans)),
           " (see --timeout)"));
     }
     RunStatus::Get().Tick();
@@ -759,7 +745,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
       if (!results.ok()) {
         failure = absl::StrCat("transport ", e.label, ": ", what, ": ",
                                std::string(results.status().message()));
-        exit_code = g_interrupted ? 130 : kExitRuntime;
+        exit_code = Interrupted() ? 130 : kExitRuntime;
         break;
       }
       if (!json_path.empty()) {
@@ -818,9 +804,7 @@ void PrepareToLaunch(Options& o) {
   char tmpl[] = "/tmp/psbench-run-XXXXXX";
   if (const char* t = mkdtemp(tmpl)) o.work_dir = t;
   else Die(kProgram, "cannot create a temporary directory", kExitRuntime);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+  StopOnSignals();
 }
 
 // psbench run --trainer=MODEL: PS and workers as for throughput (every worker to every PS),
@@ -864,7 +848,7 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
   auto results = RunScenario(s, o, 1, 0);
   if (!results.ok()) {
     fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
-    return g_interrupted ? 130 : kExitRuntime;
+    return Interrupted() ? 130 : kExitRuntime;
   }
   double total = 0;
   fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "#worker", "images/s", "step ms",
@@ -1053,7 +1037,7 @@ int Main(int argc, char** argv) {
     if (!results.ok()) {
       fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                  SchemeName(s.payload.scheme), std::string(results.status().message()));
-      exit_code = g_interrupted ? 130 : kExitRuntime;
+      exit_code = Interrupted() ? 130 : kExitRuntime;
       break;
     }
     for (json& rec : *results) {

@@ -251,6 +251,18 @@ bool Alive(pid_t pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
 
+void ExpectOneLineFailure(const RunResult& r, int code, const std::string& program,
+                          const std::vector<std::string>& keywords) {
+  EXPECT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_EQ(r.exit_code, code) << r.Describe();
+  std::vector<std::string> lines = r.ErrLines();
+  ASSERT_EQ(lines.size(), 1u) << "exactly one line on stderr\n" << r.Describe();
+  EXPECT_EQ(lines[0].rfind(program + ": ", 0), 0u) << r.Describe();
+  for (const std::string& k : keywords) {
+    EXPECT_NE(lines[0].find(k), std::string::npos) << "names '" << k << "'\n" << r.Describe();
+  }
+}
+
 std::vector<ProcInfo> ChildrenOf(pid_t parent) {
   std::vector<ProcInfo> out;
   DIR* proc = opendir("/proc");

@@ -94,6 +94,11 @@ struct RunResult {
 // Runs a command to completion; kills it after `timeout` (then timed_out is set).
 RunResult RunCommand(const Argv& argv, milliseconds timeout = seconds(60));
 
+// A failure the way psbench reports one: not timed out, exit `code`, exactly one line on
+// stderr, starting with "<program>: " and holding every keyword.
+void ExpectOneLineFailure(const RunResult& r, int code, const std::string& program,
+                          const std::vector<std::string>& keywords);
+
 inline Argv Concat(Argv a, const Argv& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

@@ -1,0 +1,53 @@
+#include "deploy/local/launch.h"
+
+#include <signal.h>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "bench/report.h"
+
+namespace psbench {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnSignal(int) { g_interrupted = true; }
+
+}  // namespace
+
+void StopOnSignals() {
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+bool Interrupted() { return g_interrupted; }
+
+absl::Duration RunBudget(const Scenario& s, size_t plans) {
+  absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
+  if (s.warmup_iterations < 0) per_plan += s.warmup;
+  if (s.iterations == 0) per_plan += s.duration;
+  else per_plan += absl::Minutes(10);  // bounded by the op deadlines in practice
+  return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
+    std::vector<std::vector<nlohmann::json>> per_worker, size_t plans, bool aggregate,
+    const std::vector<std::string>& names) {
+  for (size_t w = 0; w < per_worker.size(); ++w) {
+    if (per_worker[w].size() != plans) {
+      return absl::DataLossError(absl::StrCat(names[w], ": ", per_worker[w].size(),
+                                              " results for ", plans, " payloads"));
+    }
+  }
+  std::vector<nlohmann::json> results;
+  for (size_t p = 0; p < plans; ++p) {
+    std::vector<nlohmann::json> group;
+    for (auto& w : per_worker) group.push_back(std::move(w[p]));
+    results.insert(results.end(), group.begin(), group.end());
+    if (aggregate) results.push_back(AggregateThroughput(group));
+  }
+  return results;
+}
+
+}  // namespace psbench

@@ -1,0 +1,35 @@
+// What every psbench launcher (psbench run on one machine; psbench ssh | slurm | mpirun on a
+// cluster) needs around the processes it starts: a clean stop on SIGINT/SIGTERM, a bound on
+// how long a run may take, and the workers' records merged into the run's results.
+#ifndef PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
+#define PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bench/scenario.h"
+#include "nlohmann/json.hpp"
+
+namespace psbench {
+
+// SIGINT and SIGTERM set a flag the launcher polls (Interrupted()) so that it stops its
+// processes itself; SIGPIPE is ignored.
+void StopOnSignals();
+bool Interrupted();
+
+// How long a run of `s` with `plans` payload plans may take before the launcher calls it
+// hung (--timeout overrides it).
+absl::Duration RunBudget(const Scenario& s, size_t plans);
+
+// Per-worker records (per_worker[w][p]: worker w's result for plan p) in the run's order:
+// each plan's worker records, then, with `aggregate` (throughput), their total. `names[w]`
+// says where worker w's records came from, for the error when it has not one per plan.
+absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
+    std::vector<std::vector<nlohmann::json>> per_worker, size_t plans, bool aggregate,
+    const std::vector<std::string>& names);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
