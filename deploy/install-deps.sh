@@ -24,6 +24,8 @@ packages=(
   slurm-wlm slurm-client munge openssh-server openssh-client openssl
   # psbench report: plots (matplotlib), and the headless browser that checks the page.
   python3-matplotlib chromium
+  # Fuzz targets (tests/fuzz, -DPSBENCH_FUZZ=ON): clang and its libFuzzer runtime.
+  clang libclang-rt-14-dev
 )
 
 # --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh.
