@@ -29,7 +29,11 @@ struct ExchangeHeader {
   float momentum = 0.9f;
   uint32_t num_tensors = 0;  // buffers after this header
   uint64_t run_id = 0;       // all workers of a run agree on it; a new run resets the PS
-  uint8_t reserved[16] = {};
+  // In the PS's reply: the updates of this run the PS had applied when it answered (steps in
+  // sync mode, pushes in async mode), to match parameters read back with the PS's report of
+  // which updates it applied (ParamStore::Report). Zero going out.
+  uint64_t updates_applied = 0;
+  uint8_t reserved[8] = {};
 };
 static_assert(sizeof(ExchangeHeader) == 64);
 

@@ -1,10 +1,13 @@
 #include "ps/param_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace psbench {
 namespace {
@@ -22,6 +25,103 @@ std::span<const float> Floats(std::span<const std::byte> bytes, std::vector<floa
 
 }  // namespace
 
+bool StepSet::Add(uint64_t step) {
+  // The range starting at or before `step`, if any.
+  auto next = ranges_.upper_bound(step);
+  if (next != ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (step <= prev->second) return false;
+    if (prev->second + 1 == step) {  // extends prev (the usual case: steps in order)
+      prev->second = step;
+      if (next != ranges_.end() && next->first == step + 1) {
+        prev->second = next->second;
+        ranges_.erase(next);
+      }
+      ++size_;
+      return true;
+    }
+  }
+  if (next != ranges_.end() && next->first == step + 1) {
+    const uint64_t last = next->second;
+    ranges_.erase(next);
+    ranges_[step] = last;
+  } else {
+    ranges_[step] = step;
+  }
+  ++size_;
+  return true;
+}
+
+bool StepSet::Contains(uint64_t step) const {
+  auto next = ranges_.upper_bound(step);
+  return next != ranges_.begin() && step <= std::prev(next)->second;
+}
+
+std::string StepSet::ToString() const {
+  std::string out;
+  for (const auto& [first, last] : ranges_) {
+    if (!out.empty()) out += ',';
+    absl::StrAppend(&out, first);
+    if (last != first) absl::StrAppend(&out, "-", last);
+  }
+  return out;
+}
+
+absl::StatusOr<StepSet> StepSet::Parse(const std::string& text) {
+  StepSet set;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> ends = absl::StrSplit(item, absl::MaxSplits('-', 1));
+    uint64_t first = 0, last = 0;
+    if (!absl::SimpleAtoi(ends[0], &first) ||
+        !absl::SimpleAtoi(ends.size() > 1 ? ends[1] : ends[0], &last) || last < first ||
+        (!set.ranges_.empty() && first <= set.ranges_.rbegin()->second + 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("steps '", text, "': '", item, "' is not an ascending range FIRST[-LAST]"));
+    }
+    set.ranges_[first] = last;
+    set.size_ += last - first + 1;
+  }
+  return set;
+}
+
+nlohmann::json UpdateReport::ToJson() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t w = 0; w < workers.size(); ++w) {
+    list.push_back({{"worker", w},
+                    {"applied", workers[w].applied},
+                    {"steps", workers[w].steps.ToString()},
+                    {"duplicates", workers[w].duplicates}});
+  }
+  return {{"run_id", run_id},
+          {"sync", sync},
+          {"num_workers", workers.size()},
+          {"updates", updates},
+          {"workers", list}};
+}
+
+absl::StatusOr<UpdateReport> UpdateReport::FromJson(const nlohmann::json& j) {
+  try {
+    UpdateReport r;
+    r.run_id = j.at("run_id").get<uint64_t>();
+    r.sync = j.at("sync").get<bool>();
+    r.updates = j.at("updates").get<uint64_t>();
+    r.workers.resize(j.at("num_workers").get<size_t>());
+    for (const auto& w : j.at("workers")) {
+      const size_t index = w.at("worker").get<size_t>();
+      if (index >= r.workers.size())
+        return absl::InvalidArgumentError(absl::StrCat("update report: worker ", index, " of ", r.workers.size()));
+      auto steps = StepSet::Parse(w.at("steps").get<std::string>());
+      if (!steps.ok()) return steps.status();
+      r.workers[index].steps = *std::move(steps);
+      r.workers[index].applied = w.at("applied").get<uint64_t>();
+      r.workers[index].duplicates = w.at("duplicates").get<std::vector<uint64_t>>();
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("update report: ", e.what()));
+  }
+}
+
 ParamStore::~ParamStore() {
   std::vector<Pending> pending;
   {
@@ -34,6 +134,29 @@ ParamStore::~ParamStore() {
 uint64_t ParamStore::updates_applied() const {
   std::lock_guard<std::mutex> lock(mu_);
   return updates_;
+}
+
+std::optional<UpdateReport> ParamStore::Report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!initialized_) return std::nullopt;
+  UpdateReport r;
+  r.run_id = run_id_;
+  r.sync = (config_.flags & ExchangeHeader::kSync) != 0;
+  r.updates = updates_;
+  r.workers = accounting_;
+  return r;
+}
+
+void ParamStore::Account(uint32_t worker, uint64_t step) {
+  UpdateReport::Worker& a = accounting_[worker];
+  ++a.applied;
+  if (!a.steps.Add(step)) a.duplicates.push_back(step);
+}
+
+void ParamStore::ReplyHeader(const ExchangeHeader& h, std::span<const std::span<std::byte>> reply) const {
+  ExchangeHeader out = h;
+  out.updates_applied = updates_;
+  std::memcpy(reply[0].data(), &out, sizeof(out));
 }
 
 absl::Status ParamStore::Check(const ExchangeHeader& h,
@@ -80,17 +203,31 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   arrived_.assign(h.num_workers, false);
   arrived_count_ = 0;
   updates_ = 0;
+  accounting_.assign(h.num_workers, {});
 }
 
-void ParamStore::Apply(size_t t, std::span<const float> gradient, float scale) {
+void ParamStore::Apply(size_t t, std::span<const float> gradient, uint32_t divisor) {
   // SGD with momentum as PyTorch applies it: v = mu v + g; w -= lr v.
   const float lr = config_.learning_rate, mu = config_.momentum;
   float* w = params_[t].data();
   float* v = momentum_[t].data();
   const float* g = gradient.data();
-  for (size_t i = 0; i < params_[t].size(); ++i) {
-    v[i] = mu * v[i] + scale * g[i];
-    w[i] -= lr * v[i];
+  const size_t n = params_[t].size();
+  if ((divisor & (divisor - 1)) == 0) {
+    // 1/divisor is exact: multiplying is dividing.
+    const float scale = 1.f / static_cast<float>(divisor);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = mu * v[i] + scale * g[i];
+      w[i] -= lr * v[i];
+    }
+  } else {
+    // The mean correctly rounded (a sum of W integers that is a multiple of W gives exactly
+    // that integer, which multiplying by an inexact 1/W does not promise).
+    const float d = static_cast<float>(divisor);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = mu * v[i] + g[i] / d;
+      w[i] -= lr * v[i];
+    }
   }
 }
 
@@ -122,6 +259,7 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
         Reset(h, request);
       }
       CopyParams(reply);
+      ReplyHeader(h, reply);
     } else if (status.ok()) {
       if (!initialized_ || h.run_id != run_id_) {
         status = absl::FailedPreconditionError(
@@ -133,9 +271,11 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
             (h.flags & ExchangeHeader::kSync) ? "sync" : "async", "); the PS's run has ",
             config_.num_workers, " (", (config_.flags & ExchangeHeader::kSync) ? "sync" : "async", ")"));
       } else if (!(config_.flags & ExchangeHeader::kSync)) {
-        for (size_t t = 0; t < params_.size(); ++t) Apply(t, Floats(request[t + 1], &scratch_), 1.f);
+        for (size_t t = 0; t < params_.size(); ++t) Apply(t, Floats(request[t + 1], &scratch_), 1);
         ++updates_;
+        Account(h.worker, h.step);
         CopyParams(reply);
+        ReplyHeader(h, reply);
       } else if (h.step != step_) {
         status = absl::FailedPreconditionError(absl::StrCat(
             "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", step_));
@@ -152,18 +292,23 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
         ++arrived_count_;
         Pending p;
         p.reply_copy.assign(reply.begin(), reply.end());
+        p.header = h;
         p.done = std::move(done);
         pending_.push_back(std::move(p));
         if (arrived_count_ < static_cast<int>(config_.num_workers)) return;  // held
         // The last worker of the step: apply the mean gradient, answer everyone.
         for (size_t t = 0; t < params_.size(); ++t)
-          Apply(t, sum_[t], 1.f / static_cast<float>(config_.num_workers));
+          Apply(t, sum_[t], config_.num_workers);
         ++updates_;
+        for (uint32_t w = 0; w < config_.num_workers; ++w) Account(w, step_);
         for (auto& s : sum_) std::fill(s.begin(), s.end(), 0.f);
         ++step_;
         arrived_.assign(config_.num_workers, false);
         arrived_count_ = 0;
-        for (Pending& q : pending_) CopyParams(q.reply_copy);
+        for (Pending& q : pending_) {
+          CopyParams(q.reply_copy);
+          ReplyHeader(q.header, q.reply_copy);
+        }
         ready.swap(pending_);
       }
     }

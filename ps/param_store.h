@@ -3,17 +3,63 @@
 // param_protocol.h): in sync mode it sums every worker's gradients of a step, applies SGD
 // with momentum to their mean once the last one is in, and only then answers all of them
 // with the new parameters; in async mode it applies each worker's gradients as they come.
+// It accounts for every update it applies: which steps of which worker (Report), so that
+// parameters read back can be explained exactly, even when a worker died mid-run.
 #ifndef PSBENCH_PS_PARAM_STORE_H_
 #define PSBENCH_PS_PARAM_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 #include "ps/param_protocol.h"
 #include "transports/transport.h"
 
 namespace psbench {
+
+// A set of step numbers as disjoint, non-adjacent ranges: one range for a worker whose steps
+// were all applied in order. Text form "0-41,43,45-99" (empty: none).
+class StepSet {
+ public:
+  // Adds `step`; false when it was already there.
+  bool Add(uint64_t step);
+  bool Contains(uint64_t step) const;
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // first -> last (inclusive), ascending.
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
+  std::string ToString() const;
+  static absl::StatusOr<StepSet> Parse(const std::string& text);
+  bool operator==(const StepSet& other) const { return ranges_ == other.ranges_; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;
+  uint64_t size_ = 0;
+};
+
+// What a PS applied in its current run, per worker.
+struct UpdateReport {
+  struct Worker {
+    uint64_t applied = 0;            // updates applied, duplicates included
+    StepSet steps;                   // the distinct steps applied
+    std::vector<uint64_t> duplicates;  // steps applied more than once, once per extra time
+  };
+  uint64_t run_id = 0;
+  bool sync = true;
+  uint64_t updates = 0;  // steps (sync) or pushes (async) applied
+  std::vector<Worker> workers;  // by worker index
+
+  // {"run_id", "sync", "num_workers", "updates", "workers": [{"worker", "applied", "steps",
+  // "duplicates"}]}
+  nlohmann::json ToJson() const;
+  static absl::StatusOr<UpdateReport> FromJson(const nlohmann::json& j);
+};
 
 class ParamStore final : public ExchangeHandler {
  public:
@@ -26,18 +72,24 @@ class ParamStore final : public ExchangeHandler {
 
   // Updates applied so far (steps in sync mode, worker pushes in async mode).
   uint64_t updates_applied() const;
+  // Which updates of the current run were applied; nullopt before the first run.
+  std::optional<UpdateReport> Report() const;
 
  private:
   struct Pending {
     std::vector<std::span<std::byte>> reply_copy;  // the spans outlive the call
+    ExchangeHeader header;
     absl::AnyInvocable<void(absl::Status) &&> done;
   };
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
   void Reset(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request);
-  // SGD on tensor t with scale x gradient.
-  void Apply(size_t t, std::span<const float> gradient, float scale);
+  // SGD on tensor t with gradient / divisor (the mean of `divisor` workers' sum).
+  void Apply(size_t t, std::span<const float> gradient, uint32_t divisor);
   void CopyParams(std::span<const std::span<std::byte>> reply) const;
+  // Writes the reply's header: the request's, with the updates applied so far.
+  void ReplyHeader(const ExchangeHeader& h, std::span<const std::span<std::byte>> reply) const;
+  void Account(uint32_t worker, uint64_t step);
 
   mutable std::mutex mu_;
   bool initialized_ = false;
@@ -50,6 +102,7 @@ class ParamStore final : public ExchangeHandler {
   int arrived_count_ = 0;
   std::vector<Pending> pending_;
   uint64_t updates_ = 0;
+  std::vector<UpdateReport::Worker> accounting_;  // by worker
 };
 
 }  // namespace psbench

@@ -42,7 +42,8 @@ constexpr char kProgram[] = "psbench-ps";
 constexpr char kUsage[] =
     "psbench-ps [--listen=127.0.0.1|ADDRESS|INTERFACE] [--port=0] [--transport=grpc] [--threads=1] [--cpu=LIST]\n"
     "A parameter server for psbench workers. Prints 'psbench-ps listening on HOST:PORT' once\n"
-    "it serves, and runs until SIGTERM or SIGINT.";
+    "it serves, and runs until SIGTERM or SIGINT; then, if workers exchanged parameters with\n"
+    "it, 'psbench-ps applied updates: JSON' (which steps of which worker it applied).";
 
 int Main(int argc, char** argv) {
   auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
@@ -85,7 +86,7 @@ int Main(int argc, char** argv) {
   if (absl::Status s = LimitsFromFlags(&options); !s.ok()) Die(kProgram, s, kExitUsage);
   options.corrupt_every = absl::GetFlag(FLAGS_fault_corrupt_every);
   if (options.corrupt_every < 0) Die(kProgram, "--fault-corrupt-every must be >= 0", kExitUsage);
-  options.describe_process = [start] {
+  options.describe_process = [start, &param_store] {
     ServerInfo info;
     CpuTimes cpu = ProcessCpuTimes();
     info.host = HostName();
@@ -96,6 +97,7 @@ int Main(int argc, char** argv) {
     info.cpu_affinity = CurrentAffinity();
     info.last_cpu = LastCpu();
     info.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (auto report = param_store.Report()) info.updates = report->ToJson().dump();
     return info;
   };
   auto server = MakeServer(absl::GetFlag(FLAGS_transport), options);
@@ -119,6 +121,12 @@ int Main(int argc, char** argv) {
   // Wake the signal thread if shutdown came from elsewhere; then leave.
   kill(getpid(), SIGTERM);
   waiter.join();
+  // What the exchanges of the last run changed: which updates of which worker were applied
+  // (a worker killed mid-run leaves exactly what this line says).
+  if (auto report = param_store.Report()) {
+    std::printf("psbench-ps applied updates: %s\n", report->ToJson().dump().c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 

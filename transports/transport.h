@@ -55,6 +55,9 @@ struct ServerInfo {
   uint64_t bytes_received = 0;
   double wall_s = 0;
   std::string data_plane;  // what carries the bytes, e.g. "rxe0 port 1 GID 0 MTU 1024 RoCE"
+  // The exchange handler's account of its current run, as JSON (ps/param_store.h,
+  // UpdateReport: which steps of which worker it applied); empty before any exchange run.
+  std::string updates;
 };
 
 // Tuning of the RDMA data plane (grpc+verbs); other transports ignore it. Each side sizes

@@ -153,5 +153,173 @@ TEST(ParamStoreTest, ShortHeaderIsRefused) {
   EXPECT_EQ(result->code(), absl::StatusCode::kInvalidArgument);
 }
 
+// --- Accounting: which updates of which worker were applied -----------------------------
+
+TEST(StepSetTest, RangesMergeAndDuplicatesAreRefused) {
+  StepSet s;
+  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(s.ToString(), "");
+  for (uint64_t step : {0, 1, 2, 5, 7, 6, 4}) EXPECT_TRUE(s.Add(step)) << step;
+  EXPECT_EQ(s.ToString(), "0-2,4-7");
+  EXPECT_EQ(s.size(), 7u);
+  EXPECT_FALSE(s.Add(5));
+  EXPECT_FALSE(s.Add(0));
+  EXPECT_TRUE(s.Add(3));
+  EXPECT_EQ(s.ToString(), "0-7");
+  EXPECT_EQ(s.ranges().size(), 1u);
+  EXPECT_TRUE(s.Add(10));
+  EXPECT_TRUE(s.Contains(10));
+  EXPECT_FALSE(s.Contains(9));
+  EXPECT_FALSE(s.Contains(11));
+  EXPECT_EQ(s.ToString(), "0-7,10");
+  auto parsed = StepSet::Parse("0-7,10");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, s);
+  EXPECT_EQ(parsed->size(), 9u);
+  for (const char* bad : {"x", "3-1", "0-4,4", "5,2", "0-2,3", "-1", "1-"}) {
+    EXPECT_FALSE(StepSet::Parse(bad).ok()) << bad;
+  }
+}
+
+TEST(ParamStoreAccountingTest, NoReportBeforeTheFirstRun) {
+  ParamStore store;
+  EXPECT_FALSE(store.Report());
+}
+
+TEST(ParamStoreAccountingTest, SyncCountsEveryWorkersStepOnceTheStepIsApplied) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{10.f, 20.f}});
+  init.Send(store);
+  ASSERT_TRUE(init.result && init.result->ok());
+  for (uint64_t step = 0; step < 3; ++step) {
+    Exchange a = Make(ExchangeHeader::kStep, 0, 2, step, {{2.f, 4.f}});
+    Exchange b = Make(ExchangeHeader::kStep, 1, 2, step, {{4.f, 2.f}});
+    a.Send(store);
+    auto held = store.Report();
+    ASSERT_TRUE(held);
+    EXPECT_EQ(held->updates, step) << "a held step counts only once applied";
+    EXPECT_EQ(held->workers[0].applied, step);
+    b.Send(store);
+    ASSERT_TRUE(a.result && b.result && a.result->ok() && b.result->ok());
+  }
+  auto r = store.Report();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->sync);
+  EXPECT_EQ(r->run_id, 42u);
+  EXPECT_EQ(r->updates, 3u);
+  ASSERT_EQ(r->workers.size(), 2u);
+  for (const auto& w : r->workers) {
+    EXPECT_EQ(w.applied, 3u);
+    EXPECT_EQ(w.steps.ToString(), "0-2");
+    EXPECT_TRUE(w.duplicates.empty());
+  }
+  // lr 0.5, mean gradient {3, 3} per step: 10 - 4.5, 20 - 4.5.
+  Exchange read = Make(ExchangeHeader::kInit, 0, 2, 0, {{0.f, 0.f}});
+  read.Send(store);
+  EXPECT_EQ(read.reply, (std::vector<std::vector<float>>{{5.5f, 15.5f}}));
+}
+
+TEST(ParamStoreAccountingTest, AsyncCountsEachPushAndDuplicates) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 3, 0, {{0.f}}, /*sync=*/false);
+  init.Send(store);
+  struct Push {
+    uint32_t worker;
+    uint64_t step;
+  };
+  for (Push p : {Push{0, 0}, Push{1, 0}, Push{0, 1}, Push{0, 3}, Push{1, 0}, Push{0, 2}}) {
+    Exchange e = Make(ExchangeHeader::kStep, p.worker, 3, p.step, {{1.f}}, false);
+    e.Send(store);
+    ASSERT_TRUE(e.result && e.result->ok()) << *e.result;
+  }
+  auto r = store.Report();
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->sync);
+  EXPECT_EQ(r->updates, 6u);
+  EXPECT_EQ(r->workers[0].applied, 4u);
+  EXPECT_EQ(r->workers[0].steps.ToString(), "0-3");
+  EXPECT_EQ(r->workers[1].applied, 2u);
+  EXPECT_EQ(r->workers[1].steps.ToString(), "0");
+  EXPECT_EQ(r->workers[1].duplicates, std::vector<uint64_t>{0});
+  EXPECT_EQ(r->workers[2].applied, 0u);
+  // Round trip through the JSON the PS reports in GetInfo and at exit.
+  auto back = UpdateReport::FromJson(nlohmann::json::parse(r->ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->updates, 6u);
+  EXPECT_EQ(back->run_id, 42u);
+  EXPECT_EQ(back->workers[0].steps, r->workers[0].steps);
+  EXPECT_EQ(back->workers[1].duplicates, r->workers[1].duplicates);
+  EXPECT_EQ(back->workers[2].applied, 0u);
+}
+
+TEST(ParamStoreAccountingTest, RefusedExchangesAreNotCountedAndANewRunStartsAfresh) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f}}, false);
+  init.Send(store);
+  Exchange wrong_size = Make(ExchangeHeader::kStep, 0, 2, 0, {{1.f, 2.f}}, false);
+  wrong_size.Send(store);
+  ASSERT_TRUE(wrong_size.result && !wrong_size.result->ok());
+  Exchange ok = Make(ExchangeHeader::kStep, 1, 2, 4, {{1.f}}, false);
+  ok.Send(store);
+  EXPECT_EQ(store.Report()->updates, 1u);
+  EXPECT_EQ(store.Report()->workers[0].applied, 0u);
+  EXPECT_EQ(store.Report()->workers[1].steps.ToString(), "4");
+  Exchange next = Make(ExchangeHeader::kInit, 0, 1, 0, {{1.f}});
+  next.header.run_id = 7;
+  next.Send(store);
+  auto r = store.Report();
+  EXPECT_EQ(r->run_id, 7u);
+  EXPECT_EQ(r->updates, 0u);
+  ASSERT_EQ(r->workers.size(), 1u);
+  EXPECT_EQ(r->workers[0].applied, 0u);
+}
+
+TEST(ParamStoreAccountingTest, RepliesCarryTheUpdatesAppliedWhenAnswered) {
+  ParamStore store;
+  ExchangeHeader got;
+  auto send = [&store, &got](ExchangeHeader h, std::vector<float> tensor) {
+    h.num_tensors = 1;
+    ExchangeHeader reply_header{};
+    std::vector<float> reply(tensor.size());
+    std::vector<std::span<const std::byte>> request = {
+        {reinterpret_cast<const std::byte*>(&h), sizeof(h)}, std::as_bytes(std::span<const float>(tensor))};
+    std::vector<std::span<std::byte>> out = {
+        {reinterpret_cast<std::byte*>(&reply_header), sizeof(reply_header)},
+        std::as_writable_bytes(std::span<float>(reply))};
+    store.OnExchange(request, out, [](absl::Status) {});
+    got = reply_header;
+  };
+  Exchange e = Make(ExchangeHeader::kInit, 0, 1, 0, {}, false);
+  send(e.header, {1.f});
+  EXPECT_EQ(got.updates_applied, 0u);
+  EXPECT_EQ(got.magic, ExchangeHeader::kMagic);
+  e.header.kind = ExchangeHeader::kStep;
+  send(e.header, {1.f});
+  EXPECT_EQ(got.updates_applied, 1u);
+  send(e.header, {1.f});
+  EXPECT_EQ(got.updates_applied, 2u);
+  e.header.kind = ExchangeHeader::kInit;
+  send(e.header, {0.f});
+  EXPECT_EQ(got.updates_applied, 2u);
+}
+
+TEST(ParamStoreAccountingTest, SyncMeanOfSevenWorkersIsExact) {
+  // A sum that is a multiple of W divides exactly; multiplying by an inexact 1/7 does not
+  // give the integer back (21 x fl(1/7) != 3 in float32).
+  ParamStore store;
+  const uint32_t workers = 7;
+  Exchange init = Make(ExchangeHeader::kInit, 0, workers, 0, {{10.f, 1000.f}});
+  init.header.learning_rate = 1.f;
+  init.Send(store);
+  std::vector<Exchange> steps;
+  for (uint32_t w = 0; w < workers; ++w) {
+    steps.push_back(Make(ExchangeHeader::kStep, w, workers, 0, {{3.f, w == 0 ? 70.f : 0.f}}));
+    steps.back().header.learning_rate = 1.f;
+  }
+  for (auto& e : steps) e.Send(store);
+  ASSERT_TRUE(steps[0].result && steps[0].result->ok());
+  EXPECT_EQ(steps[0].reply, (std::vector<std::vector<float>>{{7.f, 990.f}}));
+}
+
 }  // namespace
 }  // namespace psbench

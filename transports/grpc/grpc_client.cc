@@ -351,6 +351,7 @@ class GrpcClient final : public Client {
     out.bytes_received = r.bytes_received();
     out.wall_s = r.wall_s();
     out.data_plane = r.data_plane();
+    out.updates = r.updates();
     return out;
   }
 

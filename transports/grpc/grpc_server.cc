@@ -444,6 +444,7 @@ class InfoCall final : public CallData {
     reply_.set_cpu_affinity(info.cpu_affinity);
     reply_.set_last_cpu(info.last_cpu);
     reply_.set_wall_s(info.wall_s);
+    reply_.set_updates(info.updates);
     if (hooks_->data_counters) {
       DataCounters c = hooks_->data_counters();
       reply_.set_rpcs_served(c.rpcs);
