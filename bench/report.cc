@@ -1,6 +1,11 @@
 #include "bench/report.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -103,13 +108,22 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
   r["end_unix_s"] = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
   // What each PS counted itself during the measurement (all workers): with one worker it
   // must equal this record's own count, an independent check that nothing was lost.
+  // sessions_lost: workers that left that PS without a goodbye during the measurement
+  // (killed, crashed, failed, cut off). A worker holds one session per PS, so the most any
+  // PS lost is how many of this worker's peers were lost: this record's numbers are its own
+  // and valid, but the run it belongs to lost workers.
   json ps_counted = json::array();
+  uint64_t peers_lost = 0;
   for (size_t i = 0; i < m.ps_info.size(); ++i) {
+    uint64_t lost = i < m.ps_sessions_lost.size() ? m.ps_sessions_lost[i] : 0;
+    peers_lost = std::max(peers_lost, lost);
     ps_counted.push_back({{"address", m.ps_info[i].address},
                           {"rpcs", m.ps_rpcs[i]},
-                          {"bytes", m.ps_bytes[i]}});
+                          {"bytes", m.ps_bytes[i]},
+                          {"sessions_lost", lost}});
   }
   r["ps_counted"] = ps_counted;
+  r["peers_lost"] = peers_lost;
   json ps_cpu = json::array();
   json ps_place = json::array();
   for (size_t i = 0; i < m.ps_info.size(); ++i) {
@@ -192,11 +206,42 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& r
     if (std::fflush(stdout) != 0) return absl::InternalError("--json=-: write to stdout failed");
     return absl::OkStatus();
   }
-  std::ofstream out(path, std::ios::app);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("--json=", path, ": cannot open for writing"));
-  for (const json& r : records) out << r.dump() << '\n';
-  out.flush();
-  if (!out) return absl::InternalError(absl::StrCat("--json=", path, ": write failed"));
+  // A path that cannot name a file here is bad input; a disk that is read-only, full or
+  // failing is a runtime failure (the caller picks its exit status from the code).
+  auto failed = [&path, &records](const char* what, int err) {
+    std::string msg = absl::StrCat("--json=", path, ": ", what, ": ", std::strerror(err));
+    if (!records.empty()) {
+      absl::StrAppend(&msg, " (", records.size(), records.size() == 1 ? " record" : " records",
+                      " not saved)");
+    }
+    bool disk = err == EROFS || err == ENOSPC || err == EDQUOT || err == EIO || err == EFBIG ||
+                err == ETXTBSY;
+    return disk ? absl::UnavailableError(msg) : absl::InvalidArgumentError(msg);
+  };
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("cannot open for writing", errno);
+  std::string text;
+  for (const json& r : records) text += r.dump() + '\n';
+  // One write per record set; a short write is retried, an error reported with its errno.
+  for (size_t at = 0; at < text.size();) {
+    ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      return failed("write failed", err);
+    }
+    at += static_cast<size_t>(n);
+  }
+  // Written is not yet stored: a regular file is synced, so that a failing disk says so now.
+  struct stat st {};
+  if (!records.empty() && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::fsync(fd) != 0 &&
+      errno != EINVAL) {
+    int err = errno;
+    ::close(fd);
+    return failed("write failed", err);
+  }
+  if (::close(fd) != 0 && errno != EINTR) return failed("write failed", errno);
   return absl::OkStatus();
 }
 

@@ -24,8 +24,16 @@ nlohmann::json MakeRecord(const Scenario& scenario, const PayloadPlan& plan,
 // total carries the worst worker p99 instead.
 nlohmann::json AggregateThroughput(const std::vector<nlohmann::json>& workers);
 
-// Appends records as JSON Lines to `path`, or to stdout for "-".
+// Appends records as JSON Lines to `path`, or to stdout for "-". A regular file is synced
+// before it returns. Errors name the path, the errno and how many records were not saved:
+// INVALID_ARGUMENT for a path that names no writable file (no such directory, a directory,
+// permission), UNAVAILABLE for a disk that cannot take it (read-only, full, I/O error).
 absl::Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
+// The exit status for that error found before measuring (AppendJsonLines(path, {})): 2 for
+// a bad path (bad input), 1 for a read-only, full or failing disk (a runtime failure).
+inline int JsonPathExitCode(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ? 1 : 2;
+}
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints records as tables: a header block whenever what is measured changes, then one row

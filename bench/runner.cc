@@ -163,6 +163,7 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
                         (*ps_after)[i].system_s - (*ps_before)[i].system_s});
     m.ps_rpcs.push_back(m.ps_info[i].rpcs_served - before[i].rpcs_served);
     m.ps_bytes.push_back(m.ps_info[i].bytes_received - before[i].bytes_received);
+    m.ps_sessions_lost.push_back(m.ps_info[i].sessions_lost - before[i].sessions_lost);
   }
   return m;
 }

@@ -26,6 +26,9 @@ struct Measurement {
   // What each PS itself counted during the measurement (all workers together).
   std::vector<uint64_t> ps_rpcs;
   std::vector<uint64_t> ps_bytes;
+  // Worker sessions each PS lost during the measurement (workers that ended without a
+  // goodbye: killed, crashed, failed or cut off; this worker's peers).
+  std::vector<uint64_t> ps_sessions_lost;
   // Wall-clock bounds of the measurement, to combine workers' windows.
   absl::Time start, end;
 };

@@ -53,6 +53,9 @@ struct ServerInfo {
   int last_cpu = -1;
   uint64_t rpcs_served = 0;
   uint64_t bytes_received = 0;
+  // Worker sessions that ended without the worker's goodbye since the PS started: workers
+  // killed, crashed, failed or cut off.
+  uint64_t sessions_lost = 0;
   double wall_s = 0;
   std::string data_plane;  // what carries the bytes, e.g. "rxe0 port 1 GID 0 MTU 1024 RoCE"
   // The exchange handler's account of its current run, as JSON (ps/param_store.h,

@@ -142,7 +142,7 @@ int Main(int argc, char** argv) {
   // Fail before connecting and measuring, not after.
   auto check_json_path = [&json_path] {
     if (json_path.empty()) return;
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
   };
   if (!job) check_json_path();
 
@@ -245,6 +245,15 @@ int Main(int argc, char** argv) {
     auto hold = progress.Hold();  // no status line while this plan's results print
     nlohmann::json record = MakeRecord(*scenario, plan, *m);
     record["command"] = command;
+    if (uint64_t lost = record.value("peers_lost", uint64_t{0}); lost > 0) {
+      // This worker's figures are its own and complete; the run it is part of lost workers.
+      std::fprintf(stderr,
+                   "%s: warning: %llu other worker%s left the PS during the measurement "
+                   "without a goodbye (killed, crashed, failed or cut off): \"peers_lost\": "
+                   "%llu in the record\n",
+                   kProgram, static_cast<unsigned long long>(lost), lost == 1 ? "" : "s",
+                   static_cast<unsigned long long>(lost));
+    }
     if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);
     if (!json_path.empty()) {
       if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {

@@ -375,7 +375,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
 
   std::string json_path = absl::GetFlag(FLAGS_json);
   if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
   }
 
   char tmpl[] = "/tmp/psbench-cluster-XXXXXX";

@@ -294,9 +294,11 @@ absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t
 }
 
 // Runs one scenario with fresh processes. Returns per-worker records, plus one total record
-// per plan for throughput.
+// per plan for throughput. A worker that dies fails the run, but the others go on to the end
+// of their measurement (their PS keep serving them): their records, which say that a peer
+// was lost ("peers_lost"), then go to *survivors (no total: it would be missing a worker).
 absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size_t plans,
-                                              int run_number) {
+                                              int run_number, std::vector<json>* survivors = nullptr) {
   if (TransportLaunchesAsJob(s.transport)) return RunMpiJob(std::move(s), o, plans, run_number);
   // Latency and bandwidth are point to point.
   int num_ps = s.benchmark == Benchmark::kThroughput ? o.num_ps : 1;
@@ -351,11 +353,14 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     outputs.push_back(output);
   }
 
-  // Wait for the workers; stop everything at the first failure.
+  // Wait for the workers; stop everything at the first failure, except a lost worker (it
+  // exited non-zero while its PS stayed up): the others then get to finish their measurement.
   RunStatus::Get().Start(s, num_ps);
   absl::Time deadline =
       absl::Now() + Budget(o, s, plans);
   absl::Status failure;
+  absl::Status lost;  // the first worker that failed while its PS kept serving the others
+  std::vector<bool> succeeded(workers.size(), false);
   size_t done = 0;
   while (done < workers.size() && failure.ok()) {
     done = 0;
@@ -366,9 +371,11 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
                                                    ChildProcess::Describe(*st), " during the run"));
       }
     }
-    for (auto& w : workers) {
+    for (size_t wi = 0; wi < workers.size(); ++wi) {
+      auto& w = workers[wi];
       if (auto st = w.Poll()) {
-        if (*st != 0 && failure.ok()) {
+        succeeded[wi] = *st == 0;
+        if (*st != 0 && failure.ok() && lost.ok()) {
           // Give a PS that is going down a moment to be reaped, so it is named as the cause.
           absl::SleepFor(absl::Milliseconds(200));
           for (auto& p : ps) {
@@ -378,9 +385,17 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
             }
           }
         }
-        if (*st != 0 && failure.ok()) {
-          failure = absl::InternalError(
+        if (*st != 0 && failure.ok() && lost.ok()) {
+          lost = absl::InternalError(
               absl::StrCat(w.name(), " (pid ", w.pid(), ") ", ChildProcess::Describe(*st)));
+          // Alone, or no one to keep records for: nothing to wait for. Else the others get
+          // as long as a measurement takes from here (one that lost its peer at a barrier
+          // would otherwise wait out the barrier's long deadline).
+          if (workers.size() == 1 || !survivors) {
+            failure = lost;
+          } else if (s.iterations <= 0) {
+            deadline = std::min(deadline, absl::Now() + s.warmup + s.duration + absl::Seconds(10));
+          }
         }
         ++done;
       }
@@ -405,6 +420,20 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
     }
   }
   if (!failure.ok()) return failure;
+  if (!lost.ok()) {
+    // The workers that finished wrote valid records of their own; keep them.
+    std::vector<fs::path> kept;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      if (succeeded[w]) kept.push_back(outputs[w]);
+    }
+    if (!kept.empty()) {
+      auto records = CollectResults(kept, plans, /*aggregate=*/false);
+      if (records.ok()) *survivors = *std::move(records);
+    }
+    return absl::InternalError(absl::StrCat(
+        lost.message(), "; ", kept.size(), " of ", workers.size(),
+        " workers finished, their records (which say a peer was lost) are kept"));
+  }
 
   return CollectResults(outputs, plans, s.benchmark == Benchmark::kThroughput && !o.training);
 }
@@ -933,7 +962,7 @@ int Main(int argc, char** argv) {
   o.mpirun_args = absl::StrSplit(absl::GetFlag(FLAGS_mpirun_args), ' ', absl::SkipEmpty());
   std::string json_path = absl::GetFlag(FLAGS_json);
   if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
   }
 
   auto base = ScenarioFromFlags();
@@ -1033,7 +1062,22 @@ int Main(int argc, char** argv) {
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
     RunStatus::Get().SetRun(static_cast<int>(r) + 1, static_cast<int>(runs.size()));
-    auto results = RunScenario(s, o, plans, static_cast<int>(r));
+    std::vector<json> survivors;
+    auto results = RunScenario(s, o, plans, static_cast<int>(r), &survivors);
+    if (!results.ok() && !survivors.empty()) {
+      // A lost worker fails the run; the others' records are still measurements.
+      for (json& rec : survivors) {
+        rec["worker_command"] = rec["command"];
+        rec["command"] = command;
+        table.Print(rec);
+      }
+      if (!json_path.empty()) {
+        if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
+          fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+        }
+      }
+      std::fflush(stdout);
+    }
     if (!results.ok()) {
       fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                  SchemeName(s.payload.scheme), std::string(results.status().message()));

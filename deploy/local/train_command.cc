@@ -26,7 +26,7 @@ int RunTrainCommand(const std::string& json_path) {
   auto settings = TrainerSettingsFromFlags(/*model_flag=*/true);
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, kExitUsage);
+    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
   }
   trainer::TimingOptions options;
   options.model = settings->model;

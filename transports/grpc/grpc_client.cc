@@ -76,6 +76,7 @@ struct Server {
   std::unique_ptr<grpc::ClientAsyncReader<wire::SessionReply>> session;
   bool session_open = false;  // started and not finished: cancel and finish it at the end
   uint64_t max_message_bytes = 0;  // what the PS said; 0: unknown
+  uint64_t session_id = 0;         // names the session in Goodbye; 0: the PS gave none
 };
 
 // A message over the PS's --max-message-size, as gRPC reports it, named for the user.
@@ -348,6 +349,7 @@ class GrpcClient final : public Client {
     out.cpu_affinity = r.cpu_affinity();
     out.last_cpu = r.last_cpu();
     out.rpcs_served = r.rpcs_served();
+    out.sessions_lost = r.sessions_lost();
     out.bytes_received = r.bytes_received();
     out.wall_s = r.wall_s();
     out.data_plane = r.data_plane();
@@ -438,6 +440,7 @@ class GrpcClient final : public Client {
     }
     if (read.value_or(false)) {
       s.max_message_bytes = reply.max_message_bytes();
+      s.session_id = reply.session_id();
       return absl::OkStatus();
     }
     // No answer in time: cancel, and let the operation still pending end.
@@ -460,8 +463,41 @@ class GrpcClient final : public Client {
     return FromGrpc(status, s.address);
   }
 
-  // Ends every session (the PS then frees its place) and drains their queue.
+  // Ends every session (the PS then frees its place) and drains their queue. Each PS first
+  // hears a goodbye, so that it does not count this worker as lost (ServerInfo.sessions_lost).
+  // Only a worker that ends normally gets here: one that fails exits without it, and its PS
+  // counts it as lost, as it does a worker that was killed or cut off.
   void CloseSessions() {
+    struct Bye {
+      grpc::ClientContext context;
+      wire::GoodbyeRequest request;
+      wire::GoodbyeReply reply;
+      grpc::Status status;
+      std::unique_ptr<grpc::ClientAsyncResponseReader<wire::GoodbyeReply>> call;
+    };
+    std::vector<std::unique_ptr<Bye>> byes;
+    grpc::CompletionQueue bye_cq;
+    for (Server& s : servers_) {
+      if (!s.session_open || s.session_id == 0) continue;
+      auto bye = std::make_unique<Bye>();
+      bye->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      bye->request.set_session_id(s.session_id);
+      bye->call = s.control->AsyncGoodbye(&bye->context, bye->request, &bye_cq);
+      bye->call->Finish(&bye->reply, &bye->status, bye.get());
+      byes.push_back(std::move(bye));
+    }
+    for (size_t n = 0; n < byes.size(); ++n) {  // every call ends by its deadline
+      void* tag;
+      bool ok;
+      if (!bye_cq.Next(&tag, &ok)) break;
+    }
+    bye_cq.Shutdown();
+    {
+      void* tag;
+      bool ok;
+      while (bye_cq.Next(&tag, &ok)) {
+      }
+    }
     std::vector<grpc::Status> statuses(servers_.size());
     for (size_t i = 0; i < servers_.size(); ++i) {
       Server& s = servers_[i];

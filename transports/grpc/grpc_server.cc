@@ -39,6 +39,8 @@ struct Counters {
   std::atomic<uint64_t> bytes{0};
   int64_t corrupt_every = 0;
   std::atomic<int64_t> received{0};
+  // Worker sessions that ended without a goodbye (Sessions keeps it; GetInfo reports it).
+  std::atomic<uint64_t> sessions_lost{0};
   // True when this payload is one the fault injector should damage.
   bool ShouldCorrupt() {
     return corrupt_every > 0 && (received.fetch_add(1) + 1) % corrupt_every == 0;
@@ -453,6 +455,7 @@ class InfoCall final : public CallData {
       reply_.set_rpcs_served(counters_->rpcs.load());
       reply_.set_bytes_received(counters_->bytes.load());
     }
+    reply_.set_sessions_lost(counters_->sessions_lost.load());
     responder_.Finish(reply_, grpc::Status::OK, this);
   }
 
@@ -580,29 +583,85 @@ class BarrierCall final : public CallData {
 // on the sessions every psbench worker opens per PS when it connects, on every transport.
 class Sessions {
  public:
-  explicit Sessions(int max) : max_(max) {}
-  // Whether there is room for one more.
-  bool TryAdd(grpc::ServerContext* session) {
+  Sessions(int max, Counters* counters) : max_(max), counters_(counters) {}
+  // Whether there is room for one more; sets *id to the session's name for Goodbye.
+  bool TryAdd(grpc::ServerContext* session, uint64_t* id) {
     std::lock_guard lock(mu_);
     if (static_cast<int>(open_.size()) >= max_) return false;
-    open_.insert(session);
+    *id = next_id_++;
+    open_.emplace(*id, Open{session, false});
     return true;
   }
-  void Remove(grpc::ServerContext* session) {
+  // The worker ends its session normally (PsControl.Goodbye). False: no such session.
+  bool Goodbye(uint64_t id) {
     std::lock_guard lock(mu_);
-    open_.erase(session);
+    auto it = open_.find(id);
+    if (it == open_.end()) return false;
+    it->second.goodbye = true;
+    return true;
+  }
+  // The session's call ended: without a goodbye (and not because the PS stops), its worker
+  // was lost (killed, crashed, failed or cut off).
+  void Remove(uint64_t id) {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(id);
+    if (it == open_.end()) return;
+    if (!it->second.goodbye && !stopping_) counters_->sessions_lost.fetch_add(1);
+    open_.erase(it);
   }
   // Ends every session (the PS is stopping), so that none holds up the shutdown.
   void CancelAll() {
     std::lock_guard lock(mu_);
-    for (grpc::ServerContext* s : open_) s->TryCancel();
+    stopping_ = true;
+    for (auto& [id, s] : open_) s.context->TryCancel();
   }
   int max() const { return max_; }
 
  private:
+  struct Open {
+    grpc::ServerContext* context;
+    bool goodbye;
+  };
   const int max_;
+  Counters* counters_;
   std::mutex mu_;
-  std::set<grpc::ServerContext*> open_;
+  std::map<uint64_t, Open> open_;
+  uint64_t next_id_ = 1;  // 0: no session (a PS without sessions)
+  bool stopping_ = false;
+};
+
+// PsControl.Goodbye: marks a session as ended by its worker, before the worker ends the call.
+class GoodbyeCall final : public CallData {
+ public:
+  GoodbyeCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
+              Sessions* sessions)
+      : service_(service), cq_(cq), sessions_(sessions), responder_(&context_) {
+    service_->RequestGoodbye(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+  void Proceed(bool ok) override {
+    if (!ok || done_) {
+      delete this;
+      return;
+    }
+    new GoodbyeCall(service_, cq_, sessions_);
+    done_ = true;
+    if (sessions_->Goodbye(request_.session_id())) {
+      responder_.Finish(reply_, grpc::Status::OK, this);
+    } else {
+      responder_.FinishWithError(
+          grpc::Status(grpc::StatusCode::NOT_FOUND, "no open session with that id"), this);
+    }
+  }
+
+ private:
+  wire::PsControl::AsyncService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Sessions* sessions_;
+  grpc::ServerContext context_;
+  wire::GoodbyeRequest request_;
+  wire::GoodbyeReply reply_;
+  grpc::ServerAsyncResponseWriter<wire::GoodbyeReply> responder_;
+  bool done_ = false;
 };
 
 // PsControl.Session: admits the worker (one reply) or refuses it, then holds the call until
@@ -629,10 +688,11 @@ class SessionCall final : public CallData {
       }
       ++pending_;  // `ended_`
       new SessionCall(service_, cq_, sessions_, max_message_bytes_);
-      if (sessions_->TryAdd(&context_)) {
+      if (sessions_->TryAdd(&context_, &id_)) {
         admitted_ = true;
         state_ = kHolding;
         reply_.set_max_message_bytes(max_message_bytes_);
+        reply_.set_session_id(id_);
         ++pending_;
         writer_.Write(reply_, this);
       } else {
@@ -665,7 +725,7 @@ class SessionCall final : public CallData {
 
   void OnEnded() {
     --pending_;
-    if (admitted_) sessions_->Remove(&context_);
+    if (admitted_) sessions_->Remove(id_);
     admitted_ = false;
     MaybeDelete();
   }
@@ -687,6 +747,7 @@ class SessionCall final : public CallData {
   State state_ = kRequested;
   int pending_ = 1;  // events still to come on either tag (the request first)
   bool admitted_ = false;
+  uint64_t id_ = 0;
 };
 
 // gRPC reports a busy port only through its log; bind once ourselves to name the errno.
@@ -784,6 +845,7 @@ class GrpcServer final : public Server {
       new InfoCall(&control_service_, cq.get(), &options_, &hooks_, &counters_);
       new BarrierCall(&control_service_, cq.get(), &barriers_);
       new SessionCall(&control_service_, cq.get(), &sessions_, options_.max_message_bytes);
+      new GoodbyeCall(&control_service_, cq.get(), &sessions_);
     }
     for (auto& cq : cqs_) {
       threads_.emplace_back([this, q = cq.get()] { Serve(q); });
@@ -859,7 +921,7 @@ class GrpcServer final : public Server {
   Counters counters_;
   Exchanges exchanges_;
   Barriers barriers_;
-  Sessions sessions_{options_.max_connections};
+  Sessions sessions_{options_.max_connections, &counters_};
   std::mutex mu_;
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
