@@ -17,6 +17,9 @@ struct ExchangeHeader {
     kStep = 2,  // buffers hold gradients of step `step`
   };
   enum Flags : uint32_t { kSync = 1 };
+  // The most workers a run may have: the PS keeps state per worker, sized by the first
+  // header of a run, so a header must not ask for billions of them.
+  static constexpr uint32_t kMaxWorkers = 1u << 16;
 
   uint32_t magic = kMagic;
   uint16_t version = kVersion;

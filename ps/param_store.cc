@@ -16,6 +16,7 @@ namespace {
 // floats in place when they are aligned, else from a copy in `scratch`.
 std::span<const float> Floats(std::span<const std::byte> bytes, std::vector<float>* scratch) {
   const size_t n = bytes.size() / sizeof(float);
+  if (n == 0) return {};  // an empty tensor's pointer may be null (memcpy wants real ones)
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0)
     return {reinterpret_cast<const float*>(bytes.data()), n};
   scratch->resize(n);
@@ -165,7 +166,7 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
     return absl::InvalidArgumentError("not a psbench trainer exchange (bad header magic or version)");
   if (h.kind != ExchangeHeader::kInit && h.kind != ExchangeHeader::kStep)
     return absl::InvalidArgumentError(absl::StrCat("unknown exchange kind ", h.kind));
-  if (h.num_workers < 1 || h.worker >= h.num_workers)
+  if (h.num_workers < 1 || h.num_workers > ExchangeHeader::kMaxWorkers || h.worker >= h.num_workers)
     return absl::InvalidArgumentError(absl::StrCat("worker ", h.worker, " of ", h.num_workers));
   if (h.num_tensors != request.size() - 1)
     return absl::InvalidArgumentError(absl::StrCat("header announces ", h.num_tensors,
@@ -191,7 +192,9 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   params_.assign(request.size() - 1, {});
   for (size_t i = 1; i < request.size(); ++i) {
     params_[i - 1].resize(request[i].size() / sizeof(float));
-    std::memcpy(params_[i - 1].data(), request[i].data(), request[i].size());
+    if (!request[i].empty()) {  // an empty tensor's pointers may be null
+      std::memcpy(params_[i - 1].data(), request[i].data(), request[i].size());
+    }
   }
   momentum_.assign(params_.size(), {});
   sum_.assign(params_.size(), {});
@@ -233,8 +236,9 @@ void ParamStore::Apply(size_t t, std::span<const float> gradient, uint32_t divis
 
 void ParamStore::CopyParams(std::span<const std::span<std::byte>> reply) const {
   // reply[0] echoes the header (it may alias the request's, which is already there).
-  for (size_t i = 1; i < reply.size(); ++i)
-    std::memcpy(reply[i].data(), params_[i - 1].data(), reply[i].size());
+  for (size_t i = 1; i < reply.size(); ++i) {
+    if (!reply[i].empty()) std::memcpy(reply[i].data(), params_[i - 1].data(), reply[i].size());
+  }
 }
 
 void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,

@@ -153,6 +153,20 @@ TEST(ParamStoreTest, ShortHeaderIsRefused) {
   EXPECT_EQ(result->code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Found by tests/fuzz/param_store_fuzz: an init claiming billions of workers made the PS
+// allocate per-worker state for every one of them (hundreds of GiB) before anything else.
+TEST(ParamStoreTest, AbsurdWorkerCountIsRefused) {
+  ParamStore store;
+  Exchange e = Make(ExchangeHeader::kInit, 0, 0xffffffffu, 0, {{1.f, 2.f}});
+  e.Send(store);
+  ASSERT_TRUE(e.result);
+  EXPECT_EQ(e.result->code(), absl::StatusCode::kInvalidArgument) << *e.result;
+  Exchange ok = Make(ExchangeHeader::kInit, 0, ExchangeHeader::kMaxWorkers, 0, {{1.f, 2.f}});
+  ok.Send(store);
+  ASSERT_TRUE(ok.result);
+  EXPECT_TRUE(ok.result->ok()) << *ok.result;
+}
+
 // --- Accounting: which updates of which worker were applied -----------------------------
 
 TEST(StepSetTest, RangesMergeAndDuplicatesAreRefused) {
