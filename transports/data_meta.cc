@@ -43,10 +43,10 @@ absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
     return absl::DataLossError("malformed payload metadata");
   }
   meta->sizes.resize(n);
-  std::memcpy(meta->sizes.data(), bytes.data(), 8ull * n);
-  if (validate) {
-    meta->checksums.resize(n);
-    std::memcpy(meta->checksums.data(), bytes.data() + 8ull * n, 8ull * n);
+  meta->checksums.resize(validate ? n : 0);
+  if (n > 0) {  // memcpy wants real pointers, and an empty vector's may be null
+    std::memcpy(meta->sizes.data(), bytes.data(), 8ull * n);
+    if (validate) std::memcpy(meta->checksums.data(), bytes.data() + 8ull * n, 8ull * n);
   }
   // Summed without overflow: sizes that wrap around to the total must not pass.
   uint64_t sum = 0;
@@ -96,8 +96,10 @@ absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack) {
   }
   ack->ok = status == 0;
   ack->checksums.resize(n);
-  std::memcpy(ack->checksums.data(), bytes.data(), 8ull * n);
-  bytes = bytes.subspan(8ull * n);
+  if (n > 0) {  // memcpy wants real pointers
+    std::memcpy(ack->checksums.data(), bytes.data(), 8ull * n);
+    bytes = bytes.subspan(8ull * n);
+  }
   ack->error.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return absl::OkStatus();
 }

@@ -25,6 +25,22 @@ TEST(DataMetaTest, PayloadMetaRoundTrip) {
   EXPECT_TRUE(meta.checksums.empty());
 }
 
+// Found by tests/fuzz/data_meta_fuzz (UBSan): an empty payload's metadata and an ack without
+// checksums were copied with memcpy into an empty vector's null pointer.
+TEST(DataMetaTest, EmptyPayloadAndAckDecode) {
+  PayloadMeta meta;
+  std::vector<uint64_t> none;
+  ASSERT_TRUE(DecodePayloadMeta(Bytes(EncodePayloadMeta(none, &none)), true, 0, &meta).ok());
+  EXPECT_TRUE(meta.sizes.empty());
+  EXPECT_TRUE(meta.checksums.empty());
+  AckMeta ack;
+  ack.bytes_received = 5;
+  auto back = DecodeAckMeta(Bytes(EncodeAckMeta(ack)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->bytes_received, 5u);
+  EXPECT_TRUE(back->checksums.empty());
+}
+
 TEST(DataMetaTest, SizesMustAddUpToThePayload) {
   PayloadMeta meta;
   absl::Status s = DecodePayloadMeta(Bytes(EncodePayloadMeta({10, 20}, nullptr)), false, 31, &meta);
