@@ -1,6 +1,8 @@
 // grpc+mpi end to end under a real mpirun: every benchmark and scheme with --validate through
 // `psbench run`, the cluster (MPMD) form run by hand, bad launches, corruption caught by
-// --validate, and ranks that die or stop answering. The fixture fails any test that leaves a
+// --validate, ranks that die or stop answering, and a hostile client on the PS's control port
+// (those last also carry the label faults; a rank that dies ends the whole MPI job, so unlike
+// over grpc the other workers cannot go on). The fixture fails any test that leaves a
 // process behind (it is a subreaper: ranks orphaned by mpirun come back to it).
 #include <signal.h>
 
@@ -297,6 +299,44 @@ TEST_F(MpiTest, KilledLauncherLeavesNoRank) {
     if (p.comm == "mpiexec" || p.comm == "mpirun") kill(p.pid, SIGKILL);
   }
   ExpectJobEnded(job, 15, "mpirun ");
+}
+
+// --- a hostile client on the control port (labels mpi and faults) -------------------------------
+
+class MpiFaultTest : public MpiTest {};
+
+// The PS rank's gRPC control port gets psbench_hostile_client's attacks while a worker rank
+// measures; every attack is refused, the worker finishes with a valid record (no peer lost:
+// attackers hold no session) and the job ends 0.
+TEST_F(MpiFaultTest, HostileClientOnTheControlPort) {
+  TempDir tmp;
+  Process job(MpmdArgv(1, {"--max-message-size=64K"}, 1,
+                       {"--benchmark=bandwidth", "--warmup=0s", "--duration=8s", "--validate",
+                        "--quiet", "--json=" + tmp.File("w%w.jsonl")}));
+  std::string address;
+  for (auto deadline = Clock::now() + seconds(30); Clock::now() < deadline && address.empty();) {
+    std::string out = job.Stdout();
+    if (auto at = out.find("psbench-ps listening on "); at != std::string::npos) {
+      std::string rest = out.substr(at + 24);
+      if (rest.find(' ') != std::string::npos) address = rest.substr(0, rest.find(' '));
+    }
+    if (!job.Running()) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_FALSE(address.empty()) << "no listening line from the PS rank: " << job.Stdout()
+                                << job.Stderr();
+  RunResult attack = RunCommand({BinPath("psbench_hostile_client"), address, "65536"}, seconds(50));
+  EXPECT_EQ(attack.exit_code, 0) << attack.Describe();
+  EXPECT_NE(attack.out.find("PASS control/mpi-garbage:"), std::string::npos) << attack.Describe();
+  EXPECT_NE(attack.out.find("PASS oversized/serialized:"), std::string::npos) << attack.Describe();
+  EXPECT_NE(attack.out.find("PASS after/still-serving:"), std::string::npos) << attack.Describe();
+  auto status = job.Wait(seconds(40));
+  ASSERT_TRUE(status) << "the job did not end";
+  EXPECT_EQ(*status, 0) << job.Stdout() << job.Stderr();
+  std::vector<Json> records = ReadJsonLines(tmp.File("w0.jsonl"));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].value("peers_lost", -1), 0) << records[0].dump();
+  EXPECT_GT(records[0].value("iterations", 0), 0);
 }
 
 }  // namespace

@@ -15,11 +15,17 @@
 #   run/trainer        `psbench run --trainer=tiny`: 2 workers x 2 PS, sync, --validate
 #   fault/MODE         psbench-ps --fault-corrupt-every=3: the worker must exit 1 naming the
 #                      corrupted buffer, and the PS must survive
+#   fault/ps-killed    the PS gets SIGKILL mid-run: the worker exits 1 naming it
+#   fault/worker-killed  one of two workers gets SIGKILL: the other finishes, "peers_lost":1
+#   fault/ps-stopped   the PS gets SIGSTOP: the worker exits 1 after --rpc-timeout, naming it
+#   fault/hostile      psbench_hostile_client (if in BIN_DIR) at the PS port while a worker
+#                      measures: every attack refused, the worker finishes, the PS survives
 # Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
 # any case failed, 2 on usage errors. Every process runs under `timeout`; servers are killed
 # on exit. Outputs stay in OUT_DIR (one .out/.err/.jsonl per case).
 #
 # Env: PSBENCH_RDMA_SUITE_FILTER   bash regex: run only the cases whose name matches
+#      PSBENCH_RDMA_SUITE_SKIP     bash regex: skip the cases whose name matches
 #      PSBENCH_RDMA_SUITE_FLAGS    extra flags for every psbench-ps, psbench-worker and psbench
 #                                  run, so only flags all three take (e.g. --rdma-poll=busy)
 #      PSBENCH_RDMA_SUITE_TIMEOUT  bound on each worker / psbench run, seconds (default 60;
@@ -43,6 +49,7 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
 FILTER=${PSBENCH_RDMA_SUITE_FILTER:-}
+SKIP=${PSBENCH_RDMA_SUITE_SKIP:-}
 read -r -a EXTRA <<<"${PSBENCH_RDMA_SUITE_FLAGS:-}"
 PROC_TIMEOUT=${PSBENCH_RDMA_SUITE_TIMEOUT:-60}
 PS_LIFETIME=$((PROC_TIMEOUT * 20))   # a PS outlives all its clients; killed at the end anyway
@@ -101,7 +108,10 @@ check_records() {
     return 1
 }
 
-selected() { [ -z "$FILTER" ] || [[ $1 =~ $FILTER ]]; }
+selected() {
+    [ -n "$SKIP" ] && [[ $1 =~ $SKIP ]] && return 1
+    [ -z "$FILTER" ] || [[ $1 =~ $FILTER ]]
+}
 # any_selected NAME...: whether any of these cases runs (a PS is started only for those).
 any_selected() {
     local n
@@ -381,6 +391,126 @@ if selected fault/ps-killed && start_ps fault/ps-killed-start; then
     else
         pass "$name" "$t0" "exit 1: ${err#psbench-worker: }"
     fi
+fi
+
+# --- faults (ctest label faults: rdma_faults runs only these) --------------------------------
+# real_pid WRAPPER: the pid of the process a `timeout` wrapper runs (its only child).
+real_pid() {
+    local child= i
+    for ((i = 0; i < 100; i++)); do
+        read -r child _ <"/proc/$1/task/$1/children" 2>/dev/null || true
+        [ -n "$child" ] && break
+        sleep 0.05
+    done
+    echo "${child:-$1}"
+}
+# streaming PID: waits until that worker streams (over grpc+verbs: it has opened the RDMA
+# device, the last step before its session), then 2 s more.
+streaming() {
+    local i
+    for ((i = 0; i < 300; i++)); do
+        if [ "$T" != grpc+verbs ] || ls -l "/proc/$1/fd" 2>/dev/null | grep -q uverbs; then break; fi
+        sleep 0.1
+    done
+    sleep 2
+}
+ps_pid_of() {  # LOG: the PS's own pid, from its listening line
+    local line=
+    read -r line <"$1.out" || true
+    [[ $line =~ pid=([0-9]+) ]] && echo "${BASH_REMATCH[1]}"
+}
+
+# One of two workers is killed mid-run: the PS keeps serving the other, which finishes with a
+# valid record that says a peer was lost; the PS then exits 0 on SIGTERM.
+if selected fault/worker-killed && start_ps fault/worker-killed-start; then
+    name=fault/worker-killed
+    pid=$PS_PID port=$PS_PORT log=$PS_LOG
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" \
+        "${EXTRA[@]}" --benchmark=bandwidth --warmup=0s --duration=8s --quiet \
+        --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" &
+    keeper=$!
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" \
+        "${EXTRA[@]}" --benchmark=bandwidth --warmup=0s --duration=60s --quiet \
+        >"$LOG.victim.out" 2>"$LOG.victim.err" &
+    victim=$!
+    victim_pid=$(real_pid "$victim")
+    streaming "$victim_pid"
+    kill -KILL "$victim_pid" 2>/dev/null || true
+    { wait "$victim"; } 2>/dev/null || true
+    wait "$keeper" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        fail "$name" "$t0" "the surviving worker exited $rc, expected 0" "$LOG"
+    elif ! grep -q '"peers_lost":1' "$LOG.jsonl"; then
+        fail "$name" "$t0" "the survivor's record does not say \"peers_lost\":1" "$LOG"
+    elif ! grep -q 'warning: 1 other worker left the PS' "$LOG.err"; then
+        fail "$name" "$t0" "the survivor did not warn that a peer was lost" "$LOG"
+    else
+        pass "$name" "$t0" "the survivor finished, \"peers_lost\":1"
+    fi
+    stop_ps fault/worker-killed-ps-exit "$pid" "$log"
+fi
+
+# A stopped PS (SIGSTOP: alive, connected, silent): the worker gives up after --rpc-timeout,
+# exit 1 naming the PS, instead of hanging.
+if selected fault/ps-stopped && start_ps fault/ps-stopped-start; then
+    name=fault/ps-stopped
+    port=$PS_PORT
+    pid=$(ps_pid_of "$PS_LOG")
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" \
+        "${EXTRA[@]}" --benchmark=bandwidth --warmup=0s --duration=60s --rpc-timeout=3s --quiet \
+        >"$LOG.out" 2>"$LOG.err" &
+    worker=$!
+    streaming "$(real_pid "$worker")"
+    stopped_at=$EPOCHREALTIME
+    kill -STOP "$pid" 2>/dev/null || true
+    wait "$worker" || rc=$?
+    took=$(elapsed "$stopped_at")
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+    { wait "$PS_PID"; } 2>/dev/null || true
+    err=$(<"$LOG.err")
+    if [ "$rc" -ne 1 ]; then
+        fail "$name" "$t0" "psbench-worker exited $rc, expected 1 (124: it hung)" "$LOG"
+    elif [[ $err != *"127.0.0.1:$port"* ]]; then
+        fail "$name" "$t0" "the message does not name the PS 127.0.0.1:$port" "$LOG"
+    elif ((${took%%.*} > 25)); then
+        fail "$name" "$t0" "gave up $took after the stop (--rpc-timeout=3s)" "$LOG"
+    else
+        pass "$name" "$t0" "exit 1 $took after the stop: ${err#psbench-worker: }"
+    fi
+fi
+
+# A hostile client on the PS's gRPC port while a worker measures: each attack refused, the
+# worker finishes (no peer lost), the PS survives and exits 0 on SIGTERM.
+if selected fault/hostile && [ -x "$BIN/psbench_hostile_client" ] &&
+    start_ps fault/hostile-start --max-message-size=64K; then
+    name=fault/hostile
+    pid=$PS_PID port=$PS_PORT log=$PS_LOG
+    t0=$EPOCHREALTIME rc=0 hrc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" \
+        "${EXTRA[@]}" --benchmark=bandwidth --sizes=16K:16K --warmup=0s --duration=10s --validate --quiet \
+        --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" &
+    worker=$!
+    streaming "$(real_pid "$worker")"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench_hostile_client" "127.0.0.1:$port" 65536 \
+        >"$LOG.hostile.out" 2>&1 || hrc=$?
+    wait "$worker" || rc=$?
+    if [ "$hrc" -ne 0 ]; then
+        cp "$LOG.hostile.out" "$LOG.check"
+        fail "$name" "$t0" "psbench_hostile_client exited $hrc (an attack was not refused)" "$LOG"
+    elif [ "$rc" -ne 0 ]; then
+        fail "$name" "$t0" "the worker measuring through the attacks exited $rc" "$LOG"
+    elif ! grep -q '"peers_lost":0' "$LOG.jsonl"; then
+        fail "$name" "$t0" "the worker's record does not say \"peers_lost\":0" "$LOG"
+    else
+        pass "$name" "$t0" "$(grep -c '^PASS' "$LOG.hostile.out") attacks refused, the worker finished"
+    fi
+    stop_ps fault/hostile-ps-exit "$pid" "$log"
 fi
 
 # --- the RDMA port goes down: the PS refuses to start and names the port state --------------

@@ -22,7 +22,7 @@
 #      PSBENCH_RDMA_KEEP=1           keep the share directory (outputs of every case)
 #      GUEST_TIMEOUT                 bound on the qemu run (default: suite 840 s, transport 480 s: hang guards, not targets;
 #                                    the emulated guest runs 2-3x slower on a busy host)
-#      PSBENCH_RDMA_SUITE_FILTER, PSBENCH_RDMA_SUITE_FLAGS, PSBENCH_RDMA_SUITE_TIMEOUT,
+#      PSBENCH_RDMA_SUITE_FILTER, PSBENCH_RDMA_SUITE_SKIP, PSBENCH_RDMA_SUITE_FLAGS, PSBENCH_RDMA_SUITE_TIMEOUT,
 #      GTEST_FILTER                  passed on to the suite / the test binary in the guest
 set -euo pipefail
 
@@ -99,7 +99,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$SHARE/bin" "$SHARE/rdma" "$SHARE/out"
-for f in psbench-ps psbench-worker psbench verbs_transport_test; do
+for f in psbench-ps psbench-worker psbench verbs_transport_test psbench_hostile_client; do
     [ -x "$BIN/$f" ] && cp "$BIN/$f" "$SHARE/bin/"
 done
 cp "$RDMA/rdma_suite.sh" "$RDMA/check_records.py" "$SHARE/rdma/"
@@ -118,7 +118,7 @@ esac
 export GUEST_TIMEOUT
 # For tests that look for their sibling binaries (the build tree may be invisible in the guest).
 export PSBENCH_BIN_DIR=$SHARE/bin
-export GUEST_ENV="PSBENCH_BIN_DIR PSBENCH_RDMA_SUITE_FILTER PSBENCH_RDMA_SUITE_FLAGS PSBENCH_RDMA_SUITE_TIMEOUT GTEST_FILTER"
+export GUEST_ENV="PSBENCH_BIN_DIR PSBENCH_RDMA_SUITE_FILTER PSBENCH_RDMA_SUITE_SKIP PSBENCH_RDMA_SUITE_FLAGS PSBENCH_RDMA_SUITE_TIMEOUT GTEST_FILTER"
 
 say "running $CASE in the Soft-RoCE guest (rxe0; GUEST_TIMEOUT=${GUEST_TIMEOUT}s): ${CMD[*]}"
 cd "$SHARE"
