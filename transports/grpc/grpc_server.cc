@@ -30,6 +30,7 @@
 #include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
+#include "transports/grpc/serialized_format.h"
 
 namespace psbench::grpc_transport {
 namespace {
@@ -141,17 +142,11 @@ class RawCall final : public CallData {
     bool corrupt = counters_->ShouldCorrupt();
     if (corrupt && !echo) request_ = CorruptedCopy(request_, HeaderBytes(request_));
     SliceReader reader(request_);
-    auto header = ReadPayloadHeader(reader);
-    absl::Status status = header.status();
     std::vector<uint64_t> checksums;
-    bool validate = header.ok() && (header->flags & kFlagValidate);
-    if (status.ok()) status = ReadBuffers(reader, *header, validate ? &checksums : nullptr);
-    if (status.ok() && validate) {
-      status = CompareChecksums(header->checksums, checksums, header->sizes);
-    }
-    if (!status.ok()) {
+    auto header = DecodeRawRequest(reader, &checksums);
+    if (!header.ok()) {
       stream_.Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
-                                  absl::StrCat("PS: ", status.message())),
+                                  absl::StrCat("PS: ", header.status().message())),
                      this);
       return;
     }
@@ -169,10 +164,10 @@ class RawCall final : public CallData {
     }
   }
 
-  // The handler sees each request buffer as one span: the bytes of the slice it arrived in
-  // when it lies in one, else a copy in pooled memory, which the reply then overwrites in
-  // place. Other reply buffers get pooled memory of their own; gRPC sends the reply from
-  // there (no copy), holding the block until it is done with it.
+  // The handler sees each request buffer as one span (DecodeRawExchange): the bytes of the
+  // slice it arrived in when it lies in one, else a copy in pooled memory, which the reply
+  // then overwrites in place. Other reply buffers get pooled memory of their own; gRPC sends
+  // the reply from there (no copy), holding the block until it is done with it.
   void RespondExchange() {
     if (exchanges_->hub->handler() == nullptr) {
       stream_.Finish(ToGrpc(NoExchangeHandlerError()), this);
@@ -185,20 +180,14 @@ class RawCall final : public CallData {
     request->Swap(&request_);
     buffers->keep = request;  // the handler's spans may point into its slices
     SliceReader reader(*request);
-    auto header = ReadPayloadHeader(reader);
-    absl::Status status = header.status();
-    const uint64_t bytes = status.ok() ? header->payload_bytes() : 0;
-    if (status.ok()) status = ReadBuffers(reader, *header, nullptr);  // sizes only
-    if (status.ok()) status = Gather(reader, std::move(header->sizes), buffers.get());
-    if (status.ok() && (header->flags & kFlagValidate)) {
-      buffers->validate = true;
-      status = VerifyRequest(*buffers, header->checksums);
-    }
-    if (!status.ok()) {
+    absl::StatusOr<uint64_t> decoded = DecodeRawExchange(reader, *exchanges_->pool, buffers.get());
+    if (!decoded.ok()) {
+      const absl::Status& status = decoded.status();
       stream_.Finish(ToGrpc(absl::Status(status.code(), absl::StrCat("PS: ", status.message()))),
                      this);
       return;
     }
+    const uint64_t bytes = *decoded;
     counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
     // The answer may come from another thread. This call stays alive until its Finish
@@ -229,34 +218,6 @@ class RawCall final : public CallData {
     delete static_cast<std::shared_ptr<BlockPool::Block>*>(block);
   }
 
-  // Request spans into the slices where a buffer lies in one, else into the pooled block that
-  // holds the replies.
-  absl::Status Gather(SliceReader& reader, std::vector<uint64_t> sizes, ExchangeBuffers* buffers) {
-    buffers->sizes = std::move(sizes);
-    std::vector<uint64_t> offsets;
-    auto block = exchanges_->pool->Take(LayOutBuffers(buffers->sizes, &offsets));
-    if (!block.ok()) return block.status();
-    buffers->block = std::move(*block);
-    buffers->PlaceReply(offsets);
-    std::vector<std::span<const std::byte>> pieces;
-    for (size_t i = 0; i < buffers->sizes.size(); ++i) {
-      pieces.clear();
-      reader.Consume(buffers->sizes[i],
-                     [&pieces](const std::byte* p, size_t n) { pieces.emplace_back(p, n); });
-      if (pieces.size() <= 1) {
-        buffers->request.push_back(pieces.empty() ? std::span<const std::byte>() : pieces[0]);
-        continue;
-      }
-      std::byte* out = buffers->reply[i].data();
-      for (const auto& piece : pieces) {
-        std::memcpy(out, piece.data(), piece.size());
-        out += piece.size();
-      }
-      buffers->request.push_back(buffers->reply[i]);
-    }
-    return absl::OkStatus();
-  }
-
   static size_t HeaderBytes(const grpc::ByteBuffer& message) {
     SliceReader reader(message);
     auto header = ReadPayloadHeader(reader);
@@ -274,26 +235,6 @@ class RawCall final : public CallData {
   grpc::ByteBuffer response_;
   State state_ = kRequested;
 };
-
-// Checks a serialized payload's buffers against the checksums the worker sent, if any.
-absl::Status VerifyMessage(const wire::PayloadMessage& m, std::vector<uint64_t>* computed,
-                           uint64_t* bytes) {
-  *bytes = 0;
-  std::vector<uint64_t> sizes;
-  for (const std::string& b : m.buffers()) {
-    *bytes += b.size();
-    sizes.push_back(b.size());
-  }
-  if (m.checksums_size() == 0) return absl::OkStatus();
-  if (m.checksums_size() != m.buffers_size()) {
-    return absl::DataLossError("checksum count differs from buffer count");
-  }
-  for (const std::string& b : m.buffers()) {
-    computed->push_back(Checksum(std::as_bytes(std::span(b.data(), b.size()))));
-  }
-  std::vector<uint64_t> sent(m.checksums().begin(), m.checksums().end());
-  return CompareChecksums(sent, *computed, sizes);
-}
 
 // Serialized Echo and Push: one state machine, differing only in the reply.
 template <typename Reply, auto kRequestMethod>
@@ -317,7 +258,7 @@ class SerializedCall final : public CallData {
     if (corrupt && !kEcho) CorruptMessage(&request_);
     std::vector<uint64_t> computed;
     uint64_t bytes;
-    absl::Status s = VerifyMessage(request_, &computed, &bytes);
+    absl::Status s = VerifyPayloadMessage(request_, &computed, &bytes);
     if (corrupt && kEcho) CorruptMessage(&request_);
     if (!s.ok()) {
       responder_.FinishWithError(
@@ -376,7 +317,7 @@ class SerializedExchangeCall final : public CallData {
     if (counters_->ShouldCorrupt()) CorruptMessage(&m);
     std::vector<uint64_t> computed;
     uint64_t bytes;
-    if (absl::Status s = VerifyMessage(m, &computed, &bytes); !s.ok()) {
+    if (absl::Status s = VerifyPayloadMessage(m, &computed, &bytes); !s.ok()) {
       responder_.FinishWithError(
           grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
       return;
@@ -385,12 +326,7 @@ class SerializedExchangeCall final : public CallData {
     counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
     auto buffers = std::make_shared<ExchangeBuffers>();
     buffers->keep = request_;
-    buffers->validate = m.checksums_size() > 0;
-    for (std::string& b : *m.mutable_buffers()) {
-      buffers->sizes.push_back(b.size());
-      buffers->request.emplace_back(reinterpret_cast<const std::byte*>(b.data()), b.size());
-      buffers->reply.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-    }
+    ExchangeBuffersFromMessage(m, buffers.get());
     // See RawCall::RespondExchange: `this` lives until its Finish completes.
     auto deliver = [this, buffers](const absl::Status& s, bool) {
       if (!s.ok()) {

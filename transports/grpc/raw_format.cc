@@ -1,6 +1,7 @@
 #include "transports/grpc/raw_format.h"
 
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "payloads/payload.h"
@@ -93,6 +94,11 @@ absl::StatusOr<RawHeader> ReadPayloadHeader(SliceReader& reader) {
   if (fixed.count > kMaxBuffers) {
     return absl::DataLossError(absl::StrFormat("payload claims %u buffers", fixed.count));
   }
+  // Nothing is allocated for a header that the message is too short to hold.
+  const uint64_t words = uint64_t{fixed.count} * ((fixed.flags & kFlagValidate) ? 2 : 1);
+  if (reader.remaining() < words * sizeof(uint64_t)) {
+    return absl::DataLossError("payload header truncated");
+  }
   RawHeader header;
   header.flags = fixed.flags;
   header.sizes.resize(fixed.count);
@@ -104,6 +110,15 @@ absl::StatusOr<RawHeader> ReadPayloadHeader(SliceReader& reader) {
     if (!reader.Read(header.checksums.data(), fixed.count * sizeof(uint64_t))) {
       return absl::DataLossError("payload header truncated");
     }
+  }
+  // The sizes must add up without wrapping around: a sum that wraps could match the bytes
+  // that follow while one buffer claims nearly 2^64 of them.
+  uint64_t total = 0;
+  for (uint64_t size : header.sizes) {
+    if (size > std::numeric_limits<uint64_t>::max() - total) {
+      return absl::DataLossError("payload header's buffer sizes add up to more than 2^64 bytes");
+    }
+    total += size;
   }
   return header;
 }
@@ -143,6 +158,62 @@ absl::Status CompareChecksums(const std::vector<uint64_t>& sent,
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace psbench::grpc_transport
+
+namespace psbench::grpc_transport {
+
+absl::StatusOr<RawHeader> DecodeRawRequest(SliceReader& reader, std::vector<uint64_t>* checksums) {
+  checksums->clear();
+  auto header = ReadPayloadHeader(reader);
+  if (!header.ok()) return header.status();
+  const bool validate = header->flags & kFlagValidate;
+  if (absl::Status s = ReadBuffers(reader, *header, validate ? checksums : nullptr); !s.ok()) {
+    return s;
+  }
+  if (validate) {
+    if (absl::Status s = CompareChecksums(header->checksums, *checksums, header->sizes); !s.ok()) {
+      return s;
+    }
+  }
+  return header;
+}
+
+absl::StatusOr<uint64_t> DecodeRawExchange(SliceReader& reader, BlockPool& pool,
+                                           ExchangeBuffers* buffers) {
+  auto header = ReadPayloadHeader(reader);
+  if (!header.ok()) return header.status();
+  const uint64_t bytes = header->payload_bytes();
+  if (absl::Status s = ReadBuffers(reader, *header, nullptr); !s.ok()) return s;  // sizes only
+  buffers->sizes = std::move(header->sizes);
+  std::vector<uint64_t> offsets;
+  auto block = pool.Take(LayOutBuffers(buffers->sizes, &offsets));
+  if (!block.ok()) return block.status();
+  buffers->block = std::move(*block);
+  buffers->PlaceReply(offsets);
+  buffers->request.clear();
+  std::vector<std::span<const std::byte>> pieces;
+  for (size_t i = 0; i < buffers->sizes.size(); ++i) {
+    pieces.clear();
+    reader.Consume(buffers->sizes[i],
+                   [&pieces](const std::byte* p, size_t n) { pieces.emplace_back(p, n); });
+    if (pieces.size() <= 1) {
+      buffers->request.push_back(pieces.empty() ? std::span<const std::byte>() : pieces[0]);
+      continue;
+    }
+    std::byte* out = buffers->reply[i].data();
+    for (const auto& piece : pieces) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
+    }
+    buffers->request.push_back(buffers->reply[i]);
+  }
+  if (header->flags & kFlagValidate) {
+    buffers->validate = true;
+    if (absl::Status s = VerifyRequest(*buffers, header->checksums); !s.ok()) return s;
+  }
+  return bytes;
 }
 
 }  // namespace psbench::grpc_transport

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "transports/exchange.h"
 
 namespace psbench::grpc_transport {
 
@@ -79,6 +80,19 @@ absl::Status ReadBuffers(SliceReader& reader, const RawHeader& header,
 absl::Status CompareChecksums(const std::vector<uint64_t>& sent,
                               const std::vector<uint64_t>& received,
                               const std::vector<uint64_t>& sizes);
+
+// What the PS decodes from a non-serialized Echo or Push request: the header, checked
+// against the bytes after it, and under kFlagValidate every buffer's checksum as received
+// (into `checksums`, else left empty), compared with the sender's.
+absl::StatusOr<RawHeader> DecodeRawRequest(SliceReader& reader, std::vector<uint64_t>* checksums);
+
+// What the PS decodes from a non-serialized Exchange request, into `buffers` as its handler
+// sees them: each request buffer is a span into the slice it arrived in when it lies in one,
+// else a copy in a block from `pool` that also holds the reply buffers (a request buffer
+// copied there is overwritten in place by its reply). Under kFlagValidate the request is
+// checked against the sender's checksums. Returns the payload's bytes.
+absl::StatusOr<uint64_t> DecodeRawExchange(SliceReader& reader, BlockPool& pool,
+                                           ExchangeBuffers* buffers);
 
 template <typename Fn>
 bool SliceReader::Consume(size_t n, Fn&& fn) {
