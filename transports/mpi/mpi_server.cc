@@ -239,17 +239,13 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       Fatal(status.MPI_SOURCE, absl::StrCat("receiving a request header: ", MpiErrorText(rc)));
     }
     RequestHeader h;
-    if (header_.size() < sizeof h) Fatal(status.MPI_SOURCE, "a request header too short");
-    std::memcpy(&h, header_.data(), sizeof h);
-    if (h.magic != RequestHeader::kMagic) Fatal(status.MPI_SOURCE, "a request header of another protocol");
+    if (const char* error = ParseRequestHeader(std::as_bytes(std::span(header_)),
+                                               job_->data_tag_span(), &h)) {
+      Fatal(status.MPI_SOURCE, error);
+    }
     if (h.kind == kGoodbye) {
       goodbyes_.insert(status.MPI_SOURCE);
       return true;
-    }
-    if ((h.kind != kEcho && h.kind != kPush && h.kind != kExchange) ||
-        h.total_bytes > kMaxMessageBytes ||
-        h.data_tag < kFirstDataTag || h.data_tag - kFirstDataTag >= job_->data_tag_span()) {
-      Fatal(status.MPI_SOURCE, "a malformed request header");
     }
     PsRequest* r = TakeRequest();
     r->source = status.MPI_SOURCE;

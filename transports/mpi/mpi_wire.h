@@ -20,7 +20,10 @@
 #ifndef PSBENCH_TRANSPORTS_MPI_MPI_WIRE_H_
 #define PSBENCH_TRANSPORTS_MPI_MPI_WIRE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 
 namespace psbench::mpi {
 
@@ -53,6 +56,25 @@ static_assert(sizeof(RequestHeader) == 24);
 
 // A payload travels as one MPI message of MPI_BYTEs, whose count is an int.
 inline constexpr uint64_t kMaxMessageBytes = 0x7fffffff;
+
+// Reads the RequestHeader at the start of a kControlTag message as the PS does. Returns
+// null when it is well formed, else why not (the PS then stops: the job is broken). A
+// goodbye needs nothing more; any other kind must be a request with a data tag in
+// [kFirstDataTag, kFirstDataTag + data_tag_span) and at most kMaxMessageBytes. The payload
+// metadata (data_meta.h PayloadMeta) follows the header in the same message.
+inline const char* ParseRequestHeader(std::span<const std::byte> message, int data_tag_span,
+                                      RequestHeader* h) {
+  if (message.size() < sizeof *h) return "a request header too short";
+  std::memcpy(h, message.data(), sizeof *h);
+  if (h->magic != RequestHeader::kMagic) return "a request header of another protocol";
+  if (h->kind == kGoodbye) return nullptr;
+  if ((h->kind != kEcho && h->kind != kPush && h->kind != kExchange) ||
+      h->total_bytes > kMaxMessageBytes || h->data_tag < kFirstDataTag ||
+      h->data_tag - kFirstDataTag >= data_tag_span) {
+    return "a malformed request header";
+  }
+  return nullptr;
+}
 
 // The largest acknowledgement error text a PS sends; longer ones are cut.
 inline constexpr size_t kMaxAckErrorBytes = 200;

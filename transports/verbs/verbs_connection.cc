@@ -442,7 +442,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
   };
   if (imm & kCreditBit) {
     // The low 31 bits of a count that never runs more than a ring ahead of ours.
-    uint64_t freed = peer_freed_ + ((imm - static_cast<uint32_t>(peer_freed_)) & ~kCreditBit);
+    uint64_t freed = CreditsFromImm(peer_freed_, imm);
     if (take_credits(freed)) Flush();
     return failure_;
   }
@@ -456,10 +456,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
   // A copy: the peer can write the slot at any time, so checked fields must not change.
   std::memcpy(&header_, base, kHeaderBytes);
   const ChunkHeader& h = header_;
-  uint64_t room = slot_bytes_ - kHeaderBytes;
-  if (h.magic != kChunkMagic || h.kind < kPush || h.kind > kExchangeReply || h.meta_bytes > room ||
-      h.data_bytes > room - h.meta_bytes || h.offset > h.total_bytes ||
-      h.data_bytes > h.total_bytes - h.offset) {
+  if (!ChunkHeaderValid(h, slot_bytes_)) {
     Fail(absl::DataLossError(absl::StrCat("malformed RDMA chunk from ", peer_)));
     return failure_;
   }

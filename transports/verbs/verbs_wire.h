@@ -64,6 +64,23 @@ struct ChunkHeader {
 static_assert(sizeof(ChunkHeader) == 64);
 inline constexpr uint64_t kHeaderBytes = sizeof(ChunkHeader);
 
+// What a receiver checks in a chunk's header (a copy: the peer may write the slot at any
+// time) before it touches the chunk, for slots of `slot_bytes`: a known kind, metadata and
+// data within the slot, and data within the payload it announces.
+inline bool ChunkHeaderValid(const ChunkHeader& h, uint64_t slot_bytes) {
+  if (slot_bytes < kHeaderBytes) return false;
+  const uint64_t room = slot_bytes - kHeaderBytes;
+  return h.magic == kChunkMagic && h.kind >= kPush && h.kind <= kExchangeReply &&
+         h.meta_bytes <= room && h.data_bytes <= room - h.meta_bytes &&
+         h.offset <= h.total_bytes && h.data_bytes <= h.total_bytes - h.offset;
+}
+
+// The cumulative count of freed slots that a credit-only immediate carries as its low 31
+// bits, given the count already known (the count never runs more than a ring ahead).
+inline uint64_t CreditsFromImm(uint64_t known, uint32_t imm) {
+  return known + ((imm - static_cast<uint32_t>(known)) & ~kCreditBit);
+}
+
 // PayloadMeta: uint32 buffers, uint32 zero, uint64 sizes[buffers], then with kValidate
 // uint64 checksums[buffers] (XXH3-64).
 // AckMeta: uint64 bytes_received, uint32 status (0 ok, 1 data loss), uint32 checksums count,
