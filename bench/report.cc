@@ -103,6 +103,8 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
       r["rpc_latency_us"] = lat;
       r["rpc_per_ps"] = m.ops_per_ps;
       break;
+    case Benchmark::kUpdates:  // not a payload measurement: worker/updates_worker.cc
+      break;
   }
   r["start_unix_s"] = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
   r["end_unix_s"] = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());

@@ -13,6 +13,7 @@ absl::string_view BenchmarkName(Benchmark b) {
     case Benchmark::kLatency: return "latency";
     case Benchmark::kBandwidth: return "bandwidth";
     case Benchmark::kThroughput: return "throughput";
+    case Benchmark::kUpdates: return "updates";
   }
   return "?";
 }
@@ -21,8 +22,9 @@ absl::StatusOr<Benchmark> ParseBenchmark(absl::string_view text) {
   if (text == "latency") return Benchmark::kLatency;
   if (text == "bandwidth") return Benchmark::kBandwidth;
   if (text == "throughput") return Benchmark::kThroughput;
+  if (text == "updates") return Benchmark::kUpdates;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--benchmark=", text, " is not a benchmark; use latency, bandwidth or throughput"));
+      "--benchmark=", text, " is not a benchmark; use latency, bandwidth, throughput or updates"));
 }
 
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text) {
@@ -79,7 +81,12 @@ absl::Status ValidateScenario(const Scenario& s) {
     return absl::InvalidArgumentError(absl::StrCat("--worker-index=", s.worker_index,
                                                    " must be in [0, --num-workers)"));
   }
-  if (s.benchmark != Benchmark::kThroughput && s.ps.size() > 1) {
+  if (s.benchmark == Benchmark::kUpdates && s.sweep) {
+    return absl::InvalidArgumentError(
+        "--sizes does not apply to --benchmark=updates (its model is one payload's buffers; "
+        "use --buffers, --small, --medium, --large or --trace)");
+  }
+  if (!EveryWorkerToEveryPs(s.benchmark) && s.ps.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--benchmark=", BenchmarkName(s.benchmark),
         " is point-to-point and takes one PS; use --benchmark=throughput for several"));

@@ -19,9 +19,14 @@
 
 namespace psbench {
 
-enum class Benchmark { kLatency, kBandwidth, kThroughput };
+// kUpdates: the "no lost update" check (worker/updates_worker.h), not a payload measurement.
+enum class Benchmark { kLatency, kBandwidth, kThroughput, kUpdates };
 absl::string_view BenchmarkName(Benchmark b);
 absl::StatusOr<Benchmark> ParseBenchmark(absl::string_view text);
+// Whether every worker talks to every PS (throughput, updates); else one worker, one PS.
+inline bool EveryWorkerToEveryPs(Benchmark b) {
+  return b == Benchmark::kThroughput || b == Benchmark::kUpdates;
+}
 
 struct Scenario {
   Benchmark benchmark = Benchmark::kLatency;

@@ -20,6 +20,7 @@
 #include "transports/tls_flags.h"
 #include "transports/transport.h"
 #include "worker/trainer_flags.h"
+#include "worker/updates_worker.h"
 #ifdef PSBENCH_HAVE_TRAINER
 #include "worker/train_worker.h"
 #endif
@@ -48,8 +49,10 @@ namespace {
 constexpr char kProgram[] = "psbench-worker";
 constexpr uint64_t kMaxInFlightBytes = uint64_t{8} << 30;
 constexpr char kUsage[] =
-    "psbench-worker --ps=HOST:PORT[,...] --benchmark=latency|bandwidth|throughput [flags]\n"
+    "psbench-worker --ps=HOST:PORT[,...] --benchmark=latency|bandwidth|throughput|updates [flags]\n"
     "Sends payloads to psbench-ps processes and measures latency, bandwidth or PS throughput.\n"
+    "--benchmark=updates (--steps=N, --sync or --async, --num-workers, --worker-index) checks\n"
+    "that the PS lost no update: exact parameters after every worker's integer gradients.\n"
     "With --transport=grpc+mpi it runs as a rank of one mpirun with the PS:\n"
     "  mpirun -np 1 psbench-ps --transport=grpc+mpi : -np 1 psbench-worker --transport=grpc+mpi ...";
 
@@ -107,6 +110,9 @@ int Main(int argc, char** argv) {
   auto scenario = LoadScenario();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
   if (absl::Status s = ValidateScenario(*scenario); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (scenario->benchmark == Benchmark::kUpdates) {  // its flags, checked before connecting
+    if (auto u = UpdatesSettingsFromFlags(scenario->num_workers); !u.ok()) Die(kProgram, u.status(), kExitUsage);
+  }
   const bool job = TransportLaunchesAsJob(scenario->transport);
   if (scenario->ps.empty() && !job) {
     Die(kProgram, "--ps is required (host:port of each PS)", kExitUsage);
@@ -186,7 +192,7 @@ int Main(int argc, char** argv) {
                        placement->worker_index, " of the ", scenario->transport, " job"),
           kExitUsage);
     }
-    if (!training && scenario->benchmark != Benchmark::kThroughput && placement->num_workers > 1) {
+    if (!training && !EveryWorkerToEveryPs(scenario->benchmark) && placement->num_workers > 1) {
       Die(kProgram,
           absl::StrCat("--benchmark=", BenchmarkName(scenario->benchmark),
                        " is point to point, but this ", scenario->transport, " job has ",
@@ -211,6 +217,13 @@ int Main(int argc, char** argv) {
   }
 
   std::vector<std::string> command(argv, argv + argc);
+  if (scenario->benchmark == Benchmark::kUpdates) {
+    if (training) Die(kProgram, "--trainer and --benchmark=updates exclude each other", kExitUsage);
+    auto settings = UpdatesSettingsFromFlags(scenario->num_workers);
+    if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+    return RunUpdatesWorker(*scenario, **client, *settings, json_path, absl::GetFlag(FLAGS_quiet),
+                            command);
+  }
 #ifdef PSBENCH_HAVE_TRAINER
   if (training) {
     return RunTrainWorker(*scenario, **client, *training, json_path, absl::GetFlag(FLAGS_quiet),

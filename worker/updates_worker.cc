@@ -1,0 +1,425 @@
+#include "worker/updates_worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "bench/report.h"
+#include "bench/sysinfo.h"
+#include "fmt/format.h"
+#include "payloads/payload.h"
+#include "ps/param_protocol.h"
+#include "ps/param_store.h"
+#include "worker/trainer_flags.h"
+
+namespace psbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kProgram[] = "psbench-worker";
+
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x;
+}
+
+// A(w, s) and B(t, i) of the gradient 1 + ((A + B) mod 4); the initial value P(t, i).
+uint32_t StepCode(uint64_t seed, uint64_t worker, uint64_t step) {
+  return static_cast<uint32_t>(Mix(Mix(seed ^ 0xA5A5A5A5ULL) + worker * 0x9E3779B97F4A7C15ULL + step) & 3);
+}
+uint32_t ElementCode(uint64_t seed, uint64_t tensor, uint64_t i) {
+  return static_cast<uint32_t>(Mix(Mix(seed ^ 0x5A5A5A5AULL) + tensor * 0x9E3779B97F4A7C15ULL + i) & 3);
+}
+float Initial(uint64_t seed, uint64_t tensor, uint64_t i) {
+  return static_cast<float>((seed + tensor * 1009 + i) % 1024);
+}
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// The tensors on one PS: [header, tensors...] out, the same sizes back.
+struct Shard {
+  std::vector<int> tensors;  // model tensor indexes
+  uint64_t bytes = 0;
+  std::unique_ptr<Payload> request, reply;
+  int request_id = -1, reply_id = -1;
+};
+
+// What one PS applied, as counts of A(w, s) over the applied updates (each with its
+// multiplicity): the expected value of element (t, i) is
+// P - sum over r of count[r] * (1 + ((r + B) mod 4)) x unit (the sync mean of W x g is g).
+struct Applied {
+  uint64_t count[4] = {0, 0, 0, 0};
+};
+
+}  // namespace
+
+absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
+  for (const char* flag : {"trainer", "batch", "engine", "warmup-steps", "learning-rate", "momentum",
+                           "write-trace", "sizes", "duration", "iterations", "warmup",
+                           "warmup-iterations", "window", "outstanding", "transports"}) {
+    if (FlagWasSet(flag)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " does not apply to --benchmark=updates (it pushes --steps exchanges of "
+          "the payload plan's buffers per PS, with learning rate 1 and momentum 0)"));
+    }
+  }
+  UpdatesSettings s;
+  s.steps = absl::GetFlag(FLAGS_steps);
+  const bool async = absl::GetFlag(FLAGS_async);
+  if (async && FlagWasSet("sync") && absl::GetFlag(FLAGS_sync))
+    return absl::InvalidArgumentError("--sync and --async exclude each other");
+  s.sync = !async && absl::GetFlag(FLAGS_sync);
+  if (s.steps < 1 || s.steps > 1000000)
+    return absl::InvalidArgumentError("--steps must be in [1, 1000000]");
+  if (int64_t{s.steps} * num_workers > kMaxUpdates) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--benchmark=updates: --steps=", s.steps, " x ", num_workers, " workers is over ",
+        kMaxUpdates, " updates, past which float32 sums are no longer exact"));
+  }
+  return s;
+}
+
+std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& s) {
+  return {absl::StrCat("--steps=", s.steps), s.sync ? "--sync" : "--async"};
+}
+
+int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSettings& settings,
+                     const std::string& json_path, bool quiet,
+                     const std::vector<std::string>& command) {
+  auto plans = scenario.Plans();
+  if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+  const PayloadPlan& plan = plans->front();
+  // The model: the first payload's buffers, each a float32 tensor (sizes rounded up).
+  std::vector<uint64_t> elements;
+  for (uint64_t bytes : plan.Sizes(0)) elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
+  const size_t num_ps = client.num_servers();
+  if (elements.size() < num_ps) {
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payload's buffers) for ",
+                               num_ps, " PS; each PS needs at least one (raise --buffers)"),
+        kExitUsage);
+  }
+  if (int64_t{settings.steps} * scenario.num_workers > kMaxUpdates) {
+    Die(kProgram, absl::StrCat("--benchmark=updates: --steps=", settings.steps, " x ", scenario.num_workers,
+                               " workers is over ", kMaxUpdates, " updates, past which float32 sums are no longer exact"),
+        kExitUsage);
+  }
+  const uint64_t seed = scenario.payload.seed;
+  const uint32_t W = static_cast<uint32_t>(scenario.num_workers);
+  const uint32_t me = static_cast<uint32_t>(scenario.worker_index);
+
+  // Tensors go to PS greedily by bytes, in order (as the trainer places variables).
+  std::vector<Shard> shards(num_ps);
+  for (size_t t = 0; t < elements.size(); ++t) {
+    auto least = std::min_element(shards.begin(), shards.end(),
+                                  [](const Shard& a, const Shard& b) { return a.bytes < b.bytes; });
+    least->tensors.push_back(static_cast<int>(t));
+    least->bytes += elements[t] * sizeof(float);
+  }
+  std::vector<std::vector<uint8_t>> codes(elements.size());  // B(t, i)
+  for (size_t t = 0; t < elements.size(); ++t) {
+    codes[t].resize(elements[t]);
+    for (uint64_t i = 0; i < elements[t]; ++i) codes[t][i] = static_cast<uint8_t>(ElementCode(seed, t, i));
+  }
+  for (Shard& shard : shards) {
+    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
+    for (int t : shard.tensors) sizes.push_back(elements[t] * sizeof(float));
+    shard.request = std::make_unique<Payload>(sizes, seed);
+    shard.reply = std::make_unique<Payload>(sizes, seed);
+    auto request = client.Register(*shard.request);
+    auto reply = client.Register(*shard.reply);
+    if (!request.ok()) Die(kProgram, request.status(), kExitRuntime);
+    if (!reply.ok()) Die(kProgram, reply.status(), kExitRuntime);
+    shard.request_id = *request;
+    shard.reply_id = *reply;
+  }
+  auto tensor = [](Payload& p, size_t k) {
+    return reinterpret_cast<float*>(p.mutable_buffer(k + 1).data());
+  };
+
+  ExchangeHeader header;
+  header.worker = me;
+  header.num_workers = W;
+  header.flags = settings.sync ? uint32_t{ExchangeHeader::kSync} : 0u;
+  header.learning_rate = 1.f;
+  header.momentum = 0.f;
+  header.run_id = Fnv1a(scenario.run_id);
+  const absl::Duration op_timeout = scenario.rpc_timeout + absl::Seconds(5);
+  // Sends one exchange to each PS in `which` and waits for every answer.
+  auto exchange = [&](ExchangeHeader::Kind kind, uint64_t step, const std::vector<size_t>& which) {
+    header.kind = kind;
+    header.step = step;
+    for (size_t p : which) {
+      header.num_tensors = static_cast<uint32_t>(shards[p].tensors.size());
+      std::memcpy(shards[p].request->mutable_buffer(0).data(), &header, sizeof(header));
+      client.StartExchange(p, shards[p].request_id, shards[p].reply_id, p);
+    }
+    const absl::Time deadline = absl::Now() + op_timeout;
+    for (size_t done = 0; done < which.size(); ++done) {
+      auto c = client.Next(deadline);
+      if (!c.ok()) Die(kProgram, absl::StrCat("updates: step ", step, ": ", c.status().message()), kExitRuntime);
+      if (!c->status.ok()) {
+        Die(kProgram, absl::StrCat("updates: ", kind == ExchangeHeader::kInit ? "reading" : "step ",
+                                   kind == ExchangeHeader::kInit ? std::string("") : absl::StrCat(step),
+                                   " on PS ", client.server_address(c->tag), ": ", c->status.message()),
+            kExitRuntime);
+      }
+    }
+  };
+  std::vector<size_t> all(num_ps);
+  for (size_t p = 0; p < num_ps; ++p) all[p] = p;
+  auto initial_values = [&] {
+    for (Shard& shard : shards) {
+      for (size_t k = 0; k < shard.tensors.size(); ++k) {
+        const int t = shard.tensors[k];
+        float* v = tensor(*shard.request, k);
+        for (uint64_t i = 0; i < elements[t]; ++i) v[i] = Initial(seed, t, i);
+      }
+    }
+  };
+  auto report_of = [&](size_t p) -> UpdateReport {
+    auto info = client.GetInfo(p);
+    if (!info.ok()) Die(kProgram, absl::StrCat("updates: ", info.status().message()), kExitRuntime);
+    if (info->updates.empty()) {
+      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p),
+                                 " reports no exchange run (a psbench-ps without the parameter store?)"),
+          kExitRuntime);
+    }
+    auto json = nlohmann::json::parse(info->updates, nullptr, /*allow_exceptions=*/false);
+    auto report = json.is_discarded() ? absl::StatusOr<UpdateReport>(absl::InvalidArgumentError("not JSON"))
+                                      : UpdateReport::FromJson(json);
+    if (!report.ok()) {
+      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p), ": ", report.status().message()),
+          kExitRuntime);
+    }
+    if (report->run_id != header.run_id) {
+      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p),
+                                 " is serving another run now (a run with another --run-id started on it)"),
+          kExitRuntime);
+    }
+    return *std::move(report);
+  };
+
+  // Every worker sends the same initial values; the first sets the PS.
+  initial_values();
+  exchange(ExchangeHeader::kInit, 0, all);
+  // Nobody pushes before every worker is past this point (the barrier below): a PS that has
+  // applied updates of this run already kept them from an earlier run with this run id.
+  for (size_t p = 0; p < num_ps; ++p) {
+    UpdateReport r = report_of(p);
+    if (r.updates > 0) {
+      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p), " already applied ", r.updates,
+                                 " updates of run '", scenario.run_id,
+                                 "' before this one started; give each run its own --run-id"),
+          kExitUsage);
+    }
+  }
+  if (absl::Status s = client.Barrier(absl::StrCat(scenario.run_id, "/updates-start"), scenario.num_workers,
+                                      scenario.worker_index, absl::Now() + scenario.connect_timeout + op_timeout);
+      !s.ok()) {
+    Die(kProgram, absl::StrCat("updates: start barrier: ", s.message()), kExitRuntime);
+  }
+
+  const float unit = settings.sync ? static_cast<float>(W) : 1.f;
+  uint64_t pushed_bytes = 0;
+  const auto start = Clock::now();
+  for (int step = 0; step < settings.steps; ++step) {
+    const uint32_t a = StepCode(seed, me, static_cast<uint64_t>(step));
+    for (Shard& shard : shards) {
+      for (size_t k = 0; k < shard.tensors.size(); ++k) {
+        const int t = shard.tensors[k];
+        float* g = tensor(*shard.request, k);
+        const uint8_t* b = codes[t].data();
+        for (uint64_t i = 0; i < elements[t]; ++i) g[i] = unit * static_cast<float>(1 + ((a + b[i]) & 3));
+      }
+      pushed_bytes += shard.bytes;
+    }
+    exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step), all);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // Read back, with what each PS says it applied at that same moment. Sync: the last step's
+  // answers are the final parameters and nothing can change them. Async: a read is
+  // consistent with a report when the PS's update count did not move in between; peers may
+  // still be pushing, so try until it holds.
+  std::vector<UpdateReport> reports(num_ps);
+  int reads = 0;
+  if (settings.sync) {
+    for (size_t p = 0; p < num_ps; ++p) reports[p] = report_of(p);
+  } else {
+    std::vector<size_t> pending = all;
+    const absl::Time deadline = absl::Now() + op_timeout;
+    while (!pending.empty()) {
+      initial_values();
+      exchange(ExchangeHeader::kInit, 0, pending);
+      ++reads;
+      std::vector<size_t> again;
+      for (size_t p : pending) {
+        ExchangeHeader got;
+        std::memcpy(&got, shards[p].reply->buffer(0).data(), sizeof(got));
+        reports[p] = report_of(p);
+        if (reports[p].updates != got.updates_applied) again.push_back(p);
+      }
+      pending = again;
+      if (!pending.empty()) {
+        if (absl::Now() > deadline) {
+          Die(kProgram, absl::StrCat("updates: PS ", client.server_address(pending[0]),
+                                     " kept applying updates: no consistent read within ",
+                                     absl::FormatDuration(op_timeout)),
+              kExitRuntime);
+        }
+        absl::SleepFor(absl::Milliseconds(2));
+      }
+    }
+  }
+
+  // What each PS applied, checked against what this worker knows, then element by element.
+  std::vector<std::string> problems;
+  uint64_t mismatches = 0, checked = 0;
+  nlohmann::json first_mismatch;
+  nlohmann::json ps_json = nlohmann::json::array();
+  for (size_t p = 0; p < num_ps; ++p) {
+    const UpdateReport& r = reports[p];
+    const std::string& ps = client.server_address(p);
+    Applied applied;
+    if (r.workers.size() != W) {
+      problems.push_back(absl::StrCat("PS ", ps, " reports ", r.workers.size(), " workers, not ", W));
+    }
+    for (size_t w = 0; w < r.workers.size() && w < W; ++w) {
+      const UpdateReport::Worker& rw = r.workers[w];
+      if (!rw.steps.empty() && rw.steps.ranges().rbegin()->second >= static_cast<uint64_t>(settings.steps)) {
+        problems.push_back(absl::StrCat("PS ", ps, " applied step ", rw.steps.ranges().rbegin()->second,
+                                        " of worker ", w, "; the run has ", settings.steps));
+      }
+      for (uint64_t d : rw.duplicates) {
+        problems.push_back(absl::StrCat("PS ", ps, " applied step ", d, " of worker ", w, " twice"));
+      }
+      const bool all_steps = rw.steps.size() == static_cast<uint64_t>(settings.steps) &&
+                             rw.duplicates.empty();
+      if ((w == me || settings.sync) && !all_steps) {
+        problems.push_back(absl::StrCat("PS ", ps, " applied steps '", rw.steps.ToString(), "' of worker ", w,
+                                        " (", rw.applied, " updates); every one of 0-", settings.steps - 1,
+                                        " was acknowledged"));
+      }
+      for (const auto& [first, last] : rw.steps.ranges()) {
+        for (uint64_t s = first; s <= last; ++s) ++applied.count[StepCode(seed, w, s)];
+      }
+      for (uint64_t d : rw.duplicates) ++applied.count[StepCode(seed, w, d)];
+    }
+    if (settings.sync && r.updates != static_cast<uint64_t>(settings.steps)) {
+      problems.push_back(absl::StrCat("PS ", ps, " applied ", r.updates, " steps; the run has ", settings.steps));
+    }
+    // Expected: P - sum_r count[r] * (1 + ((r + B) mod 4)), one value per B.
+    double expected_for_code[4];
+    for (uint32_t b = 0; b < 4; ++b) {
+      uint64_t dec = 0;
+      for (uint32_t r4 = 0; r4 < 4; ++r4) dec += applied.count[r4] * (1 + ((r4 + b) & 3));
+      expected_for_code[b] = -static_cast<double>(dec);
+    }
+    for (size_t k = 0; k < shards[p].tensors.size(); ++k) {
+      const int t = shards[p].tensors[k];
+      const float* got = reinterpret_cast<const float*>(shards[p].reply->buffer(k + 1).data());
+      for (uint64_t i = 0; i < elements[t]; ++i) {
+        const double want = Initial(seed, t, i) + expected_for_code[codes[t][i]];
+        ++checked;
+        if (static_cast<double>(got[i]) != want) {
+          if (mismatches == 0) {
+            first_mismatch = {{"ps", ps}, {"tensor", t}, {"element", i}, {"expected", want}, {"got", got[i]}};
+          }
+          ++mismatches;
+        }
+      }
+    }
+    nlohmann::json placed = nlohmann::json::array();
+    for (int t : shards[p].tensors) placed.push_back(t);
+    ps_json.push_back({{"ps", ps}, {"tensors", placed}, {"bytes", shards[p].bytes}, {"applied", r.ToJson()}});
+  }
+  if (mismatches > 0) {
+    problems.push_back(fmt::format(
+        "PS {} tensor {} element {}: expected {}, got {} ({} of {} elements differ)",
+        first_mismatch["ps"].get<std::string>(), first_mismatch["tensor"].get<int>(),
+        first_mismatch["element"].get<uint64_t>(), first_mismatch["expected"].get<double>(),
+        first_mismatch["got"].get<double>(), mismatches, checked));
+  }
+  for (Shard& shard : shards) {
+    client.Unregister(shard.request_id);
+    client.Unregister(shard.reply_id);
+  }
+
+  nlohmann::json tensor_bytes = nlohmann::json::array();
+  for (uint64_t e : elements) tensor_bytes.push_back(e * sizeof(float));
+  const bool exact = problems.empty();
+  nlohmann::json record = {
+      {"kind", "updates"},
+      {"benchmark", "updates"},
+      {"transport", scenario.transport},
+      {"mode", WireModeName(scenario.mode)},
+      {"tls", scenario.tls},
+      {"validate", scenario.validate},
+      {"sync", settings.sync},
+      {"steps", settings.steps},
+      {"seed", seed},
+      {"scheme", SchemeName(scenario.payload.scheme)},
+      {"buffers", plan.Sizes(0)},
+      {"tensor_bytes", tensor_bytes},
+      {"payload_summary", plan.Summary()},
+      {"payload_bytes", plan.Bytes(0)},
+      {"ps", num_ps},
+      {"workers", scenario.num_workers},
+      {"worker_index", scenario.worker_index},
+      {"scope", "worker"},
+      {"run_id", scenario.run_id},
+      {"learning_rate", 1.0},
+      {"momentum", 0.0},
+      {"seconds", seconds},
+      {"steps_per_s", seconds > 0 ? settings.steps / seconds : 0.0},
+      {"mb_per_s", seconds > 0 ? static_cast<double>(pushed_bytes) / seconds / 1e6 : 0.0},
+      {"elements_checked", checked},
+      {"mismatches", mismatches},
+      {"reads", reads},
+      {"result", exact ? "exact" : "mismatch"},
+      {"problems", problems},
+      {"placement", ps_json},
+      {"config", ScenarioToJson(scenario)},
+      {"environment", Environment()},
+      {"command", command},
+      {"timestamp", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone())},
+  };
+  if (!first_mismatch.is_null()) record["first_mismatch"] = first_mismatch;
+  if (!quiet) {
+    std::string applied_text;
+    for (size_t p = 0; p < num_ps; ++p) {
+      absl::StrAppend(&applied_text, p ? ", " : "", "PS ", p, " ", reports[p].updates);
+    }
+    std::FILE* out = json_path == "-" ? stderr : stdout;
+    fmt::print(out, "updates worker {}/{} over {} ({}, {}, {} PS): {} steps in {:.3f} s ({:.1f} steps/s), "
+               "{} elements {} (updates applied: {})\n",
+               scenario.worker_index, scenario.num_workers, scenario.transport,
+               std::string(WireModeName(scenario.mode)), settings.sync ? "sync" : "async", num_ps,
+               settings.steps, seconds, record["steps_per_s"].get<double>(), checked,
+               exact ? "exact" : "NOT exact", applied_text);
+    std::fflush(out);
+  }
+  if (!json_path.empty()) {
+    if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+  if (!exact) {
+    Die(kProgram, absl::StrCat("updates lost or wrong: ", problems.front(),
+                               problems.size() > 1 ? absl::StrCat(" (and ", problems.size() - 1, " more)") : ""),
+        kExitRuntime);
+  }
+  return 0;
+}
+
+}  // namespace psbench

@@ -1,0 +1,51 @@
+// --benchmark=updates, the "no lost update" check: every worker pushes integer-valued
+// gradients through kExchange to every PS (the model, the payload plan's buffers as float32
+// tensors, sharded over the PS) for --steps steps, synchronous or asynchronous SGD, then
+// reads the parameters back and compares every element with the exact value: the initial
+// values less every update the PS applied. In sync mode that is every worker's every step;
+// in async mode it is what the PS reports it applied (ServerInfo.updates: which steps of
+// which worker), read as one consistent snapshot with the parameters, so the check holds
+// even when a worker died mid-run, and each worker's own steps must all be there, once.
+//
+// Arithmetic is exact: initial values are integers in [0, 1024), learning rate 1, momentum
+// 0; worker w's gradient of step s for element i of tensor t is
+// 1 + ((A(w, s) + B(t, i)) mod 4) (A, B seeded hashes), times the worker count in sync mode
+// (the PS applies the mean), so every value stays an integer below 2^24.
+#ifndef PSBENCH_WORKER_UPDATES_WORKER_H_
+#define PSBENCH_WORKER_UPDATES_WORKER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/scenario.h"
+#include "transports/transport.h"
+
+namespace psbench {
+
+struct UpdatesSettings {
+  int steps = 10;
+  bool sync = true;
+};
+
+// --steps and --sync/--async (the trainer's flags), checked for `num_workers` workers; and
+// no flag that does not apply to --benchmark=updates.
+absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers);
+// The worker command-line flags that reproduce `settings`.
+std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& settings);
+
+// The largest steps x workers for which every value stays exact in float32.
+inline constexpr int64_t kMaxUpdates = ((int64_t{1} << 24) - 1024) / 4;
+
+// Runs the check on a connected client and returns the exit status (0: every element
+// exact; 1: a mismatch or a failed exchange, named on stderr; 2: bad input). Prints one
+// line unless quiet; appends the "kind": "updates" record to json_path when given.
+int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSettings& settings,
+                     const std::string& json_path, bool quiet,
+                     const std::vector<std::string>& command);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_WORKER_UPDATES_WORKER_H_
