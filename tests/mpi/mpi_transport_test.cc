@@ -311,7 +311,8 @@ class MpiFaultTest : public MpiTest {};
 TEST_F(MpiFaultTest, HostileClientOnTheControlPort) {
   TempDir tmp;
   Process job(MpmdArgv(1, {"--max-message-size=64K"}, 1,
-                       {"--benchmark=bandwidth", "--warmup=0s", "--duration=8s", "--validate",
+                       {"--benchmark=bandwidth", "--sizes=16K:16K", "--warmup=0s", "--duration=8s",
+                        "--validate",
                         "--quiet", "--json=" + tmp.File("w%w.jsonl")}));
   std::string address;
   for (auto deadline = Clock::now() + seconds(30); Clock::now() < deadline && address.empty();) {
