@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "payloads/json_int.h"
 #include "payloads/size.h"
 
 namespace psbench {
@@ -37,10 +38,15 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text)
   if (!lo.ok()) return bad(lo.status().message());
   auto hi = ParseSize(parts[1]);
   if (!hi.ok()) return bad(hi.status().message());
-  if (*lo < 1) return bad("MIN must be at least 1 byte");
-  if (*hi < *lo) return bad("MAX is below MIN");
-  if (*hi > 1024 * kMiB) return bad("MAX is above 1GiB");
+  if (absl::Status s = CheckSweep(*lo, *hi); !s.ok()) return bad(s.message());
   return std::make_pair(*lo, *hi);
+}
+
+absl::Status CheckSweep(uint64_t lo, uint64_t hi) {
+  if (lo < 1) return absl::InvalidArgumentError("MIN must be at least 1 byte");
+  if (hi < lo) return absl::InvalidArgumentError("MAX is below MIN");
+  if (hi > 1024 * kMiB) return absl::InvalidArgumentError("MAX is above 1GiB");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
@@ -61,6 +67,11 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
 absl::Status ValidateScenario(const Scenario& s) {
   if (!s.sweep) {
     if (absl::Status st = ValidateSpec(s.payload); !st.ok()) return st;
+  } else if (absl::Status st = CheckSweep(s.sweep->first, s.sweep->second); !st.ok()) {
+    // A scenario file's sweep has not been through ParseSweep: MIN 0 or MAX near 2^64 would
+    // make Plans() double forever.
+    return absl::InvalidArgumentError(absl::StrCat("--sizes=", s.sweep->first, ":",
+                                                   s.sweep->second, ": ", st.message()));
   }
   if (s.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup must be >= 0");
   if (s.warmup_iterations < -1) {
@@ -148,26 +159,26 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     auto cats = ParseCategories(j.at("categories").get<std::string>());
     if (!cats.ok()) return cats.status();
     s.payload.categories = *cats;
-    s.payload.small_bytes = j.at("small").get<uint64_t>();
-    s.payload.medium_bytes = j.at("medium").get<uint64_t>();
-    s.payload.large_bytes = j.at("large").get<uint64_t>();
-    s.payload.buffers = j.at("buffers").get<int>();
+    s.payload.small_bytes = JsonIntegerField<uint64_t>(j, "small");
+    s.payload.medium_bytes = JsonIntegerField<uint64_t>(j, "medium");
+    s.payload.large_bytes = JsonIntegerField<uint64_t>(j, "large");
+    s.payload.buffers = JsonIntegerField<int>(j, "buffers");
     auto bias = ParseCategory(j.at("skew_bias").get<std::string>());
     if (!bias.ok()) return bias.status();
     s.payload.skew_bias = *bias;
-    s.payload.seed = j.at("seed").get<uint64_t>();
+    s.payload.seed = JsonIntegerField<uint64_t>(j, "seed");
     s.payload.trace_path = j.at("trace").get<std::string>();
     s.warmup = absl::Seconds(j.at("warmup_s").get<double>());
-    s.warmup_iterations = j.at("warmup_iterations").get<int64_t>();
+    s.warmup_iterations = JsonIntegerField<int64_t>(j, "warmup_iterations");
     s.duration = absl::Seconds(j.at("duration_s").get<double>());
-    s.iterations = j.at("iterations").get<int64_t>();
-    s.window = j.at("window").get<int>();
-    s.outstanding = j.at("outstanding").get<int>();
+    s.iterations = JsonIntegerField<int64_t>(j, "iterations");
+    s.window = JsonIntegerField<int>(j, "window");
+    s.outstanding = JsonIntegerField<int>(j, "outstanding");
     s.validate = j.at("validate").get<bool>();
     s.busy_poll = j.value("busy_poll", false);
     s.ps = j.at("ps").get<std::vector<std::string>>();
-    s.num_workers = j.at("num_workers").get<int>();
-    s.worker_index = j.at("worker_index").get<int>();
+    s.num_workers = JsonIntegerField<int>(j, "num_workers");
+    s.worker_index = JsonIntegerField<int>(j, "worker_index");
     s.run_id = j.at("run_id").get<std::string>();
     s.connect_timeout = absl::Seconds(j.at("connect_timeout_s").get<double>());
     s.rpc_timeout = absl::Seconds(j.at("rpc_timeout_s").get<double>());
@@ -177,10 +188,21 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
       s.rdma = *rdma;
     }
     if (j.contains("sizes")) {
-      s.sweep = std::make_pair(j["sizes"].at(0).get<uint64_t>(), j["sizes"].at(1).get<uint64_t>());
+      const nlohmann::json& sizes = j["sizes"];
+      std::optional<uint64_t> lo, hi;
+      if (sizes.is_array() && sizes.size() == 2) {
+        lo = JsonInteger<uint64_t>(sizes[0]);
+        hi = JsonInteger<uint64_t>(sizes[1]);
+      }
+      if (!lo || !hi) {
+        return absl::InvalidArgumentError("scenario: 'sizes' must be [MIN, MAX], two byte counts");
+      }
+      s.sweep = std::make_pair(*lo, *hi);
     }
     return s;
   } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("scenario: ", e.what()));
+  } catch (const JsonFieldError& e) {
     return absl::InvalidArgumentError(absl::StrCat("scenario: ", e.what()));
   }
 }

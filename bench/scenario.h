@@ -67,6 +67,9 @@ absl::Status ValidateScenario(const Scenario& s);
 
 // Parses "MIN:MAX" (sizes as ParseSize), MIN <= MAX, both >= 1.
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text);
+// The bounds ParseSweep (and ValidateScenario, for a scenario file's) checks: 1 <= MIN <= MAX
+// <= 1GiB.
+absl::Status CheckSweep(uint64_t lo, uint64_t hi);
 
 nlohmann::json ScenarioToJson(const Scenario& s);
 absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j);

@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "payloads/json_int.h"
 #include "payloads/size.h"
 
 ABSL_FLAG(std::string, rdma_device, "",
@@ -90,17 +91,19 @@ absl::StatusOr<RdmaOptions> RdmaOptionsFromJson(const nlohmann::json& j) {
   RdmaOptions o;
   try {
     o.device = j.value("device", o.device);
-    o.port = j.value("port", o.port);
-    o.gid_index = j.value("gid_index", o.gid_index);
-    o.mtu = j.value("mtu", o.mtu);
-    o.queue_depth = j.value("queue_depth", o.queue_depth);
-    o.slot_bytes = j.value("slot_bytes", o.slot_bytes);
+    o.port = JsonIntegerField<int>(j, "port", o.port);
+    o.gid_index = JsonIntegerField<int>(j, "gid_index", o.gid_index);
+    o.mtu = JsonIntegerField<int>(j, "mtu", o.mtu);
+    o.queue_depth = JsonIntegerField<int>(j, "queue_depth", o.queue_depth);
+    o.slot_bytes = JsonIntegerField<uint64_t>(j, "slot_bytes", o.slot_bytes);
     std::string poll = j.value("poll", std::string("event"));
     if (poll != "busy" && poll != "event") {
       return absl::InvalidArgumentError("rdma.poll must be \"busy\" or \"event\"");
     }
     o.busy_poll = poll == "busy";
   } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("rdma: ", e.what()));
+  } catch (const JsonFieldError& e) {
     return absl::InvalidArgumentError(absl::StrCat("rdma: ", e.what()));
   }
   if (absl::Status s = ValidateRdmaOptions(o); !s.ok()) return s;
