@@ -68,6 +68,20 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
                                           const std::vector<std::string>& flag_files) {
   std::string program = argc > 0 ? argv[0] : "psbench";
   if (auto slash = program.rfind('/'); slash != std::string::npos) program.erase(0, slash + 1);
+  bool help = false;
+  absl::StatusOr<std::vector<std::string>> positional = ParseFlags(argc, argv, flag_files, &help);
+  if (!positional.ok()) UsageError(program, positional.status().message());
+  if (help) {
+    PrintHelp(usage, flag_files);
+    std::exit(0);
+  }
+  return *std::move(positional);
+}
+
+absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv,
+                                                    const std::vector<std::string>& flag_files,
+                                                    bool* help) {
+  *help = false;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
@@ -89,8 +103,8 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
       has_value = true;
     }
     if (name == "help" || name == "h") {
-      PrintHelp(usage, flag_files);
-      std::exit(0);
+      *help = true;
+      return positional;
     }
     // Users write --skew-bias; Abseil names the flag skew_bias.
     std::string shown(name);
@@ -113,19 +127,21 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
     if (flag != nullptr) {
       for (const auto& f : flag_files) ours |= absl::EndsWith(flag->Filename(), f);
     }
-    if (flag == nullptr || !ours) UsageError(program, absl::StrCat("unknown flag --", shown));
+    if (flag == nullptr || !ours) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", shown));
+    }
     if (!has_value) {
       if (flag->IsOfType<bool>()) {
         value = "true";
       } else if (i + 1 < argc && !absl::StartsWith(argv[i + 1], "--")) {
         value = argv[++i];
       } else {
-        UsageError(program, absl::StrCat("--", shown, " needs a value"));
+        return absl::InvalidArgumentError(absl::StrCat("--", shown, " needs a value"));
       }
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      UsageError(program, absl::StrCat("--", shown, "=", value, ": ", error));
+      return absl::InvalidArgumentError(absl::StrCat("--", shown, "=", value, ": ", error));
     }
     std::string user_name(name);
     std::replace(user_name.begin(), user_name.end(), '_', '-');
@@ -135,6 +151,8 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
 }
 
 bool FlagWasSet(absl::string_view name) { return SetFlags().contains(name); }
+
+void ForgetFlagsSet() { SetFlags().clear(); }
 
 std::vector<std::string> FlagsSet() { return {SetFlags().begin(), SetFlags().end()}; }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace psbench {
@@ -23,9 +24,17 @@ inline constexpr int kExitUsage = 2;
 std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage,
                                           const std::vector<std::string>& flag_files);
 
+// The same without exiting: an error is INVALID_ARGUMENT with the one-line message
+// ("unknown flag --x"); --help stops parsing and sets *help.
+absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv,
+                                                    const std::vector<std::string>& flag_files,
+                                                    bool* help);
+
 // Names of the flags given explicitly on the command line (after ParseFlagsOrExit).
 bool FlagWasSet(absl::string_view name);
 std::vector<std::string> FlagsSet();
+// Forgets them (for a fuzz target that parses many command lines in one process).
+void ForgetFlagsSet();
 
 // For processes started over ssh: a thread reads stdin and, at its end (the launcher and so
 // its ssh session are gone), sends this process SIGTERM, so no remote process outlives its

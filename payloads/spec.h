@@ -100,6 +100,8 @@ PayloadPlan SingleBufferPlan(uint64_t bytes);
 //                                                 (one payload in gradient-ready order)
 // Every size must be an integer in [1, 1 GiB]; errors name the file and the entry.
 absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path);
+// The same for a trace's text already read; `path` only names it in errors.
+absl::StatusOr<PayloadPlan> ParseTrace(std::string_view text, const std::string& path);
 
 }  // namespace psbench
 

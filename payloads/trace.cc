@@ -246,12 +246,16 @@ absl::StatusOr<PayloadPlan> ParseObject(const json& root, const TraceErrors& err
 }  // namespace
 
 absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path) {
-  const TraceErrors errors(path);
-  absl::StatusOr<std::string> text = ReadFile(path, errors);
+  absl::StatusOr<std::string> text = ReadFile(path, TraceErrors(path));
   if (!text.ok()) return text.status();
+  return ParseTrace(*text, path);
+}
+
+absl::StatusOr<PayloadPlan> ParseTrace(std::string_view text, const std::string& path) {
+  const TraceErrors errors(path);
   json root;
   try {
-    root = json::parse(*text);
+    root = json::parse(text);
   } catch (const json::exception& e) {
     // Keep nlohmann's position ("at line 3, column 5"), drop its "[json.exception...] " tag.
     std::string_view what = e.what();
