@@ -36,6 +36,7 @@
 #include "deploy/local/launch.h"
 #include "deploy/report/report_command.h"
 #include "worker/trainer_flags.h"
+#include "worker/updates_worker.h"
 #ifdef PSBENCH_HAVE_TRAINER
 #include "absl/algorithm/container.h"
 #include "worker/trainer/network.h"
@@ -77,6 +78,8 @@ constexpr char kUsage[] =
     "bandwidth and throughput over the uniform, random and skew schemes, about 45 s).\n"
     "With --transports=A,B,... runs it once per transport and prints one comparison table.\n"
     "With --trainer=MODEL each worker trains MODEL (embedded trainer) through the PS.\n"
+    "With --benchmark=updates (--steps=N, --sync or --async) the workers check that the PS\n"
+    "lost no update: the parameters must equal the exact sums of their integer gradients.\n"
     "`psbench train` times one model on this machine: images/s and a per-layer table.\n"
     "`psbench report` turns --json results into Markdown tables and an HTML page with plots.\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.";
@@ -108,7 +111,8 @@ fs::path BinDir() {
 // model takes, an hour; --timeout overrides either.
 absl::Duration Budget(const Options& o, const Scenario& s, size_t plans) {
   if (o.timeout > absl::ZeroDuration()) return o.timeout;
-  return o.training ? s.connect_timeout + absl::Hours(1) : RunBudget(s, plans);
+  return o.training || s.benchmark == Benchmark::kUpdates ? s.connect_timeout + absl::Hours(1)
+                                                          : RunBudget(s, plans);
 }
 
 // Reads each worker's JSON Lines: per-worker records, plus one total record per plan for
@@ -212,8 +216,8 @@ void RelayLog(const std::string& log) {
 
 absl::StatusOr<std::vector<json>> RunMpiJob(Scenario s, const Options& o, size_t plans,
                                             int run_number) {
-  int num_ps = s.benchmark == Benchmark::kThroughput ? o.num_ps : 1;
-  int num_workers = s.benchmark == Benchmark::kThroughput ? o.num_workers : 1;
+  int num_ps = EveryWorkerToEveryPs(s.benchmark) ? o.num_ps : 1;
+  int num_workers = EveryWorkerToEveryPs(s.benchmark) ? o.num_workers : 1;
   std::vector<std::string> argv = {o.mpirun};
   // Open MPI refuses root without this, and more ranks than cores without --oversubscribe;
   // --bind-to none leaves placement to --ps-cpu and --worker-cpu.
@@ -301,8 +305,8 @@ absl::StatusOr<std::vector<json>> RunScenario(Scenario s, const Options& o, size
                                               int run_number, std::vector<json>* survivors = nullptr) {
   if (TransportLaunchesAsJob(s.transport)) return RunMpiJob(std::move(s), o, plans, run_number);
   // Latency and bandwidth are point to point.
-  int num_ps = s.benchmark == Benchmark::kThroughput ? o.num_ps : 1;
-  int num_workers = s.benchmark == Benchmark::kThroughput ? o.num_workers : 1;
+  int num_ps = EveryWorkerToEveryPs(s.benchmark) ? o.num_ps : 1;
+  int num_workers = EveryWorkerToEveryPs(s.benchmark) ? o.num_workers : 1;
   std::vector<ChildProcess> ps;
   for (int i = 0; i < num_ps; ++i) {
     std::vector<std::string> argv = {(o.bin_dir / "psbench-ps").string(), "--listen=127.0.0.1",
@@ -914,6 +918,59 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
   return 0;
 }
 
+// psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),
+// every worker to every PS. Prints one line per worker and what each PS applied; a worker
+// that finds a parameter that is not exact names it on stderr and the run exits 1.
+int RunUpdates(Options& o, Scenario s, const std::string& json_path,
+               const std::vector<std::string>& command) {
+  auto settings = UpdatesSettingsFromFlags(o.num_workers);
+  if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+  if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+  auto plans = s.Plans();
+  if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+  const size_t tensors = plans->front().Sizes(0).size();
+  if (tensors < static_cast<size_t>(o.num_ps)) {
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payload's buffers) for ",
+                               o.num_ps, " PS; each PS needs at least one (raise --buffers)"),
+        kExitUsage);
+  }
+  if (TransportLaunchesAsJob(s.transport)) CheckMpirun(o);
+  o.worker_args = UpdatesWorkerArgs(*settings);
+  PrepareToLaunch(o);
+  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {} ({}), {} SGD, {} steps, "
+             "model {} ({} tensors), seed {}, tls {}\n",
+             o.num_workers, o.num_ps, s.transport, std::string(WireModeName(s.mode)),
+             settings->sync ? "synchronous" : "asynchronous", settings->steps,
+             plans->front().Summary(), tensors, s.payload.seed, s.tls ? "on" : "off");
+  auto results = RunScenario(s, o, 1, 0);
+  if (!results.ok()) {
+    fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
+    return Interrupted() ? 130 : kExitRuntime;
+  }
+  fmt::print("{:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>8}  {}\n", "#worker", "steps", "seconds",
+             "steps/s", "MB/s", "elements", "result", "updates each PS had applied when read");
+  for (json& rec : *results) {
+    rec["worker_command"] = rec["command"];
+    rec["command"] = command;
+    std::string applied;
+    for (const json& p : rec["placement"]) {
+      absl::StrAppend(&applied, applied.empty() ? "" : " ", p["applied"]["updates"].get<uint64_t>());
+    }
+    fmt::print("{:>8} {:>8} {:>10.3f} {:>10.1f} {:>10.1f} {:>12} {:>8}  {}\n",
+               rec["worker_index"].get<int>(), rec["steps"].get<int>(), rec["seconds"].get<double>(),
+               rec["steps_per_s"].get<double>(), rec["mb_per_s"].get<double>(),
+               rec["elements_checked"].get<uint64_t>(), rec["result"].get<std::string>(), applied);
+  }
+  if (!json_path.empty()) {
+    if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
+      fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+      return kExitRuntime;
+    }
+    fmt::print("# results: {}\n", json_path);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   // psbench report has flags of its own (and none of run's).
   if (argc > 1 && std::string_view(argv[1]) == "report") return RunReportCommand(argc, argv, BinDir());
@@ -987,6 +1044,12 @@ int Main(int argc, char** argv) {
   if (base->busy_poll) WarnIfSpinnersShareCpus(o);
   if (FlagWasSet("trainer")) {
     int code = RunTraining(o, *base, json_path, std::vector<std::string>(argv, argv + argc));
+    std::error_code ec;
+    fs::remove_all(o.work_dir, ec);
+    return code;
+  }
+  if (base->benchmark == Benchmark::kUpdates) {
+    int code = RunUpdates(o, *base, json_path, std::vector<std::string>(argv, argv + argc));
     std::error_code ec;
     fs::remove_all(o.work_dir, ec);
     return code;
