@@ -171,6 +171,10 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
   if (h.num_tensors != request.size() - 1)
     return absl::InvalidArgumentError(absl::StrCat("header announces ", h.num_tensors,
                                                    " tensors, request has ", request.size() - 1));
+  // Counted before the sizes, which are compared with this run's tensors one by one.
+  if (initialized_ && h.run_id == run_id_ && request.size() - 1 != params_.size())
+    return absl::InvalidArgumentError(absl::StrCat("request has ", request.size() - 1,
+                                                   " tensors; this run's shard has ", params_.size()));
   for (size_t i = 1; i < request.size(); ++i) {
     if (request[i].size() % sizeof(float) != 0)
       return absl::InvalidArgumentError(absl::StrCat("tensor ", i - 1, " is not float32 data"));
@@ -179,9 +183,6 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
           absl::StrCat("tensor ", i - 1, " has ", request[i].size(), " bytes; this run's has ",
                        params_[i - 1].size() * sizeof(float)));
   }
-  if (initialized_ && h.run_id == run_id_ && request.size() - 1 != params_.size())
-    return absl::InvalidArgumentError(absl::StrCat("request has ", request.size() - 1,
-                                                   " tensors; this run's shard has ", params_.size()));
   return absl::OkStatus();
 }
 

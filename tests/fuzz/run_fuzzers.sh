@@ -21,6 +21,8 @@ bin="$build/fuzz"
 out=${3:-$(mktemp -d "${TMPDIR:-/tmp}/psbench-fuzz.XXXXXX")}
 mkdir -p "$out" || exit 2
 
+# UBSan findings with their stack (the build makes every finding fatal).
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 targets=${PSBENCH_FUZZ_TARGETS:-$(cd "$here" && ls *_fuzz.cc | sed 's/\.cc$//')}
 runs=()
 [ -n "${PSBENCH_FUZZ_RUNS:-}" ] && runs=(-runs="$PSBENCH_FUZZ_RUNS")

@@ -167,6 +167,21 @@ TEST(ParamStoreTest, AbsurdWorkerCountIsRefused) {
   EXPECT_TRUE(ok.result->ok()) << *ok.result;
 }
 
+// Found by tests/fuzz/param_store_fuzz (UBSan): a step with more tensors than the run's
+// shard compared each tensor's size with a run tensor past the end of the shard before the
+// tensor count was checked.
+TEST(ParamStoreTest, MoreTensorsThanTheRunIsRefusedBeforeReadingPastIt) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 1, 0, {});
+  init.Send(store);
+  ASSERT_TRUE(init.result && init.result->ok());
+  Exchange step = Make(ExchangeHeader::kStep, 0, 1, 0, {{1.f}, {2.f}, {3.f}});
+  step.Send(store);
+  ASSERT_TRUE(step.result);
+  EXPECT_EQ(step.result->code(), absl::StatusCode::kInvalidArgument) << *step.result;
+  EXPECT_NE(step.result->message().find("3 tensors"), absl::string_view::npos) << *step.result;
+}
+
 // --- Accounting: which updates of which worker were applied -----------------------------
 
 TEST(StepSetTest, RangesMergeAndDuplicatesAreRefused) {
