@@ -188,9 +188,11 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       }
     }
   };
+  std::vector<std::string> data_plane(num_ps);  // what carried the bytes, per PS
   auto report_of = [&](size_t p) -> UpdateReport {
     auto info = client.GetInfo(p);
     if (!info.ok()) Die(kProgram, absl::StrCat("updates: ", info.status().message()), kExitRuntime);
+    data_plane[p] = info->data_plane;
     if (info->updates.empty()) {
       Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p),
                                  " reports no exchange run (a psbench-ps without the parameter store?)"),
@@ -343,7 +345,11 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
     }
     nlohmann::json placed = nlohmann::json::array();
     for (int t : shards[p].tensors) placed.push_back(t);
-    ps_json.push_back({{"ps", ps}, {"tensors", placed}, {"bytes", shards[p].bytes}, {"applied", r.ToJson()}});
+    ps_json.push_back({{"ps", ps},
+                       {"tensors", placed},
+                       {"bytes", shards[p].bytes},
+                       {"data_plane", data_plane[p]},
+                       {"applied", r.ToJson()}});
   }
   if (mismatches > 0) {
     problems.push_back(fmt::format(

@@ -20,6 +20,8 @@
 #   fault/ps-stopped   the PS gets SIGSTOP: the worker exits 1 after --rpc-timeout, naming it
 #   fault/hostile      psbench_hostile_client (if in BIN_DIR) at the PS port while a worker
 #                      measures: every attack refused, the worker finishes, the PS survives
+#   updates/sync, updates/async  `psbench run --benchmark=updates`, 3 workers x 2 PS: no lost
+#                      update, every parameter exact (issue 7)
 # Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
 # any case failed, 2 on usage errors. Every process runs under `timeout`; servers are killed
 # on exit. Outputs stay in OUT_DIR (one .out/.err/.jsonl per case).
@@ -538,6 +540,40 @@ if [ "$T" = grpc+verbs ] && selected verbs/port-down && [ -d /sys/class/infiniba
         pass "$name" "$t0" "exit 2: ${err#psbench-ps: }"
     fi
 fi
+
+# --- no lost update (issue 7): psbench run --benchmark=updates, 3 workers x 2 PS -------------
+# Every worker pushes integer gradients through kExchange to both PS for 8 steps (2 x 1 MiB,
+# chunked over the RDMA slots, 2 x 10 KiB, 2 x 10 B), sync and async; every parameter must
+# come back exact against what each PS says it applied (a worker exits 1 naming the first
+# that is not), and each worker's record must say so, over $T (and RDMA for grpc+verbs).
+for sync in sync async; do
+    name=updates/$sync
+    selected "$name" || continue
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" \
+        --benchmark=updates --"$sync" --num-ps=2 --num-workers=3 --steps=8 --buffers=6 \
+        --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
+    records=0 exact=0 rdma=0
+    if [ -f "$LOG.jsonl" ]; then
+        while IFS= read -r line; do
+            records=$((records + 1))
+            [[ $line == *'"result":"exact"'* && $line == *"\"transport\":\"$T\""* ]] && exact=$((exact + 1))
+            [[ $line == *'"data_plane":"'*RDMA* ]] && rdma=$((rdma + 1))
+        done <"$LOG.jsonl"
+    fi
+    if [ "$rc" -ne 0 ]; then
+        fail "$name" "$t0" "psbench run exited $rc (124: it hung)" "$LOG"
+    elif [ -s "$LOG.err" ]; then
+        fail "$name" "$t0" "psbench run succeeded but wrote to stderr" "$LOG"
+    elif [ "$records" -ne 3 ] || [ "$exact" -ne 3 ]; then
+        fail "$name" "$t0" "$exact of $records worker records exact over $T, expected 3 of 3" "$LOG"
+    elif [[ $T == *verbs* ]] && [ "$rdma" -ne 3 ]; then
+        fail "$name" "$t0" "the records do not say that RDMA carried the updates" "$LOG"
+    else
+        pass "$name" "$t0" "3 workers x 2 PS, 8 $sync steps: every parameter exact"
+    fi
+done
 
 # --- summary ---------------------------------------------------------------------------------
 total=$((PASSED + ${#FAILED[@]}))
