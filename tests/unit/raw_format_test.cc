@@ -64,6 +64,55 @@ TEST(RawFormatTest, GarbageHeaderIsRejected) {
   }
 }
 
+// Found writing tests/fuzz/raw_request_fuzz: sizes that wrap around 2^64 to the bytes that
+// follow passed ReadBuffers, and the PS's exchange path then laid out (LayOutBuffers, wrapping
+// too) and handed its handler a buffer of nearly 2^64 bytes.
+TEST(RawFormatTest, SizesThatWrapAroundAreRejected) {
+  std::string m = EncodePayloadHeader({~uint64_t{0} - 4095, 4096}, nullptr);
+  for (const std::string& bad : {m, m + std::string(4096, 'x')}) {
+    grpc::ByteBuffer buffer = Fragmented(bad, 7);
+    SliceReader reader(buffer);
+    auto header = ReadPayloadHeader(reader);
+    ASSERT_FALSE(header.ok());
+    EXPECT_EQ(header.status().code(), absl::StatusCode::kDataLoss);
+  }
+  grpc::ByteBuffer buffer = Fragmented(m, 16);
+  SliceReader reader(buffer);
+  auto pool = BlockPool::Create();
+  ExchangeBuffers buffers;
+  EXPECT_EQ(DecodeRawExchange(reader, *pool, &buffers).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(RawFormatTest, DecodeRawRequestChecksAndExchangeGathersFragments) {
+  Payload p(std::vector<uint64_t>{10, 0, 300}, 3);
+  std::string m = Message(p, /*validate=*/true);
+  for (size_t piece : {1, 5, 4096}) {
+    grpc::ByteBuffer buffer = Fragmented(m, piece);
+    SliceReader reader(buffer);
+    std::vector<uint64_t> checksums;
+    auto header = DecodeRawRequest(reader, &checksums);
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(checksums, p.checksums());
+    grpc::ByteBuffer again = Fragmented(m, piece);
+    SliceReader exchange_reader(again);
+    auto pool = BlockPool::Create();
+    ExchangeBuffers buffers;
+    auto bytes = DecodeRawExchange(exchange_reader, *pool, &buffers);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, 310u);
+    ASSERT_EQ(buffers.request.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(buffers.request[i].size(), p.buffer(i).size());
+      EXPECT_TRUE(std::equal(buffers.request[i].begin(), buffers.request[i].end(), p.buffer(i).begin()));
+    }
+  }
+  m[m.size() - 1] ^= 1;  // the last buffer's checksum no longer matches
+  grpc::ByteBuffer buffer = Fragmented(m, 64);
+  SliceReader reader(buffer);
+  std::vector<uint64_t> checksums;
+  EXPECT_EQ(DecodeRawRequest(reader, &checksums).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(RawFormatTest, ChecksumMismatchNamesTheBuffer) {
   absl::Status s = CompareChecksums({1, 2, 3}, {1, 9, 3}, {10, 1048576, 10});
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);

@@ -42,6 +42,44 @@ TEST(ScenarioTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_FALSE(ScenarioFromJson(j).ok());
 }
 
+// Found by tests/fuzz/scenario_json_fuzz: nlohmann's get<int>() of 1e10 is undefined
+// behaviour (UBSan: outside the range of int), and 2^32+16 silently became 16.
+TEST(ScenarioTest, NumbersOutOfRangeAreErrors) {
+  for (auto [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
+           {"window", 1e10}, {"window", uint64_t{1} << 32 | 16}, {"buffers", 2.5},
+           {"small", -1}, {"iterations", 1e300}, {"num_workers", "3"}}) {
+    auto j = ScenarioToJson(Scenario());
+    j[key] = value;
+    auto s = ScenarioFromJson(j);
+    ASSERT_FALSE(s.ok()) << key << "=" << value;
+    EXPECT_NE(s.status().message().find(key), absl::string_view::npos) << s.status();
+  }
+  auto j = ScenarioToJson(Scenario());
+  j["transport"] = "grpc+verbs";
+  j["rdma"] = {{"queue_depth", 1e12}};
+  EXPECT_FALSE(ScenarioFromJson(j).ok());
+}
+
+// Found by tests/fuzz/scenario_json_fuzz: a scenario file's sweep skipped ParseSweep's checks,
+// and MIN 0 or MAX near 2^64 made Plans() double forever (the worker hung, memory growing).
+TEST(ScenarioTest, ScenarioFileSweepIsChecked) {
+  for (auto [lo, hi] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 8}, {1, ~uint64_t{0}}, {8, 4}, {1, (uint64_t{1} << 30) + 1}}) {
+    Scenario s;
+    s.sweep = std::make_pair(lo, hi);
+    auto back = ScenarioFromJson(ScenarioToJson(s));
+    ASSERT_TRUE(back.ok()) << back.status();
+    absl::Status v = ValidateScenario(*back);
+    EXPECT_FALSE(v.ok()) << lo << ":" << hi;
+    EXPECT_NE(v.message().find("--sizes"), absl::string_view::npos) << v;
+  }
+  auto j = ScenarioToJson(Scenario());
+  j["sizes"] = {1};
+  EXPECT_FALSE(ScenarioFromJson(j).ok());
+  j["sizes"] = {1.5, 8};
+  EXPECT_FALSE(ScenarioFromJson(j).ok());
+}
+
 TEST(ScenarioTest, SweepDoublesAndEndsAtMax) {
   Scenario s;
   s.sweep = std::make_pair(uint64_t{3}, uint64_t{20});
