@@ -323,6 +323,12 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
           kExitUsage);
     }
   }
+  if (absl::CommandLineFlag* b = absl::FindCommandLineFlag("benchmark"); b && b->CurrentValue() == "updates") {
+    Die(kProgram, absl::StrCat("--benchmark=updates is not supported by psbench ", command,
+                               " (yet): start psbench-worker --benchmark=updates on each node "
+                               "(--num-workers, --worker-index, --steps, --sync|--async), or use psbench run"),
+        kExitUsage);
+  }
   const bool ssh = command == "ssh", slurm = command == "slurm";
   for (const char* flag : {"hostfile", "ssh"}) {
     if (FlagWasSet(flag) && slurm) {
