@@ -10,6 +10,10 @@
 # a crash, leak or timeout (the line names the file that reproduces it), 2 on usage errors.
 set -uo pipefail
 
+# All in a function, read whole before it runs: an edit to this file during a run cannot
+# change what the run does.
+main() {
+
 usage() { echo "usage: $0 BUILD_DIR SECONDS_PER_TARGET [OUT_DIR]" >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
 build=$1
@@ -65,3 +69,6 @@ for t in $targets; do
 done
 echo "run_fuzzers: $total_execs executions in all; corpora and logs in $out"
 exit $failed
+}
+
+main "$@"
