@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The hardening half of the test command (README, .ci/run): the suites again under sanitizers,
+# each in its own build directory, then every fuzz target briefly.
+#
+#   tests/hardening.sh [asan] [tsan] [fuzz]     (default: all three, in that order)
+#
+#   asan  build-asan/, -DPSBENCH_SANITIZE=address,undefined: ctest -L 'unit|integration'
+#   tsan  build-tsan/, -DPSBENCH_SANITIZE=thread: the tests that run the threaded transport
+#         code (in-process gRPC PS and client, and the real binaries end to end)
+#   fuzz  build-fuzz/ (clang, libFuzzer): every target on its seed corpus, PSBENCH_FUZZ_SECONDS
+#         each (default 5); bench/fuzz.sh is the long run
+#
+# Sanitized builds leave out the trainer (oneDNN and its OpenMP runtime are not instrumented;
+# the trainer's tests run in the normal build). A finding stops the process that made it
+# (-fno-sanitize-recover=all), so the test that ran it fails and prints the report.
+# Environment: PSBENCH_HARDENING_JOBS (ctest -j, default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SUPP=$ROOT/tests/sanitizers
+JOBS=${PSBENCH_HARDENING_JOBS:-2}
+
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(asan tsan fuzz)
+for s in "${steps[@]}"; do
+    case $s in asan|tsan|fuzz) ;; *) echo "tests/hardening.sh: unknown step '$s' (asan, tsan, fuzz)" >&2; exit 2 ;; esac
+done
+
+say() { printf '\n== hardening: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+# Every sanitizer report names the test binary and stops it; symbolized stacks need
+# llvm-symbolizer, which clang's packages put on PATH under a versioned name.
+for s in /usr/bin/llvm-symbolizer /usr/lib/llvm-14/bin/llvm-symbolizer; do
+    [ -x "$s" ] && export ASAN_SYMBOLIZER_PATH=$s && break
+done
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
+export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp"
+export TSAN_OPTIONS="suppressions=$SUPP/tsan.supp:second_deadlock_stack=1:halt_on_error=1:exitcode=66:print_suppressions=0"
+
+run_asan() {
+    say "AddressSanitizer + UndefinedBehaviorSanitizer: unit and integration"
+    cmake -S . -B build-asan -G Ninja -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_TRAINER=OFF
+    cmake --build build-asan
+    ctest --test-dir build-asan -L '^(unit|integration)$' -j "$JOBS" --output-on-failure
+}
+
+# The threaded transport code: gRPC client and server in one process (exchange_test), the
+# transport's unit tests, and the binaries (every PS serving thread, the worker's completion
+# loop) end to end, with faults.
+TSAN_TARGETS=(bench_unit_test exchange_test e2e_test fault_test)
+run_tsan() {
+    say "ThreadSanitizer: the transports"
+    cmake -S . -B build-tsan -G Ninja -DPSBENCH_SANITIZE=thread -DPSBENCH_TRAINER=OFF
+    cmake --build build-tsan --target "${TSAN_TARGETS[@]}"
+    ctest --test-dir build-tsan -j "$JOBS" --output-on-failure -R "$(tsan_test_regex)"
+}
+
+# The CTest names (Suite.Case, from gtest_discover_tests) of the tests in TSAN_TARGETS: the
+# other targets are not built in build-tsan.
+tsan_test_regex() {
+    local suites=() bin
+    for t in "${TSAN_TARGETS[@]}"; do
+        bin=build-tsan/bin/$t
+        [ -x "$bin" ] || { echo "tests/hardening.sh: $bin was not built" >&2; exit 1; }
+        mapfile -t -O "${#suites[@]}" suites < <("$bin" --gtest_list_tests | grep -v '^ ' | sed 's/\..*//')
+    done
+    (IFS='|'; echo "^(${suites[*]})\\.")
+}
+
+run_fuzz() {
+    say "libFuzzer: every target, ${PSBENCH_FUZZ_SECONDS:-5} s each"
+    CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DPSBENCH_FUZZ=ON \
+        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_TRAINER=OFF -DPSBENCH_BUILD_TESTS=OFF
+    cmake --build build-fuzz --target psbench_fuzzers
+    tests/fuzz/run_fuzzers.sh build-fuzz "${PSBENCH_FUZZ_SECONDS:-5}"
+}
+
+for s in "${steps[@]}"; do "run_$s"; done
+say "done"
