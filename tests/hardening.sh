@@ -41,26 +41,25 @@ export TSAN_OPTIONS="suppressions=$SUPP/tsan.supp:second_deadlock_stack=1:halt_o
 run_asan() {
     say "AddressSanitizer + UndefinedBehaviorSanitizer: unit and integration"
     cmake -S . -B build-asan -G Ninja -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_TRAINER=OFF
-    cmake --build build-asan
+    cmake --build build-asan --target psbench_sanitized_suite
     ctest --test-dir build-asan -L '^(unit|integration)$' -j "$JOBS" --output-on-failure
 }
 
 # The threaded transport code: gRPC client and server in one process (exchange_test), the
 # transport's unit tests, and the binaries (every PS serving thread, the worker's completion
 # loop) end to end, with faults.
-TSAN_TARGETS=(bench_unit_test exchange_test e2e_test fault_test)
 run_tsan() {
     say "ThreadSanitizer: the transports"
     cmake -S . -B build-tsan -G Ninja -DPSBENCH_SANITIZE=thread -DPSBENCH_TRAINER=OFF
-    cmake --build build-tsan --target "${TSAN_TARGETS[@]}"
+    cmake --build build-tsan --target psbench_tsan_suite
     ctest --test-dir build-tsan -j "$JOBS" --output-on-failure -R "$(tsan_test_regex)"
 }
 
-# The CTest names (Suite.Case, from gtest_discover_tests) of the tests in TSAN_TARGETS: the
-# other targets are not built in build-tsan.
+# The CTest names (Suite.Case, from gtest_discover_tests) of the tests of the executables
+# psbench_tsan_suite builds (tests/CMakeLists.txt lists them): the others are not built.
 tsan_test_regex() {
-    local suites=() bin
-    for t in "${TSAN_TARGETS[@]}"; do
+    local suites=() bin t
+    for t in $(tr ';' ' ' < build-tsan/psbench_tsan_tests.txt); do
         bin=build-tsan/bin/$t
         [ -x "$bin" ] || { echo "tests/hardening.sh: $bin was not built" >&2; exit 1; }
         mapfile -t -O "${#suites[@]}" suites < <("$bin" --gtest_list_tests | grep -v '^ ' | sed 's/\..*//')
