@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -41,6 +42,24 @@ void ExpectWorkerFailed(Process& worker, const std::string& ps_address, Clock::t
                                                       << err;
 }
 
+// Waits until the worker writing `progress_file` (--progress-file) is measuring. A fixed
+// sleep is not enough: under a sanitizer, starting a worker alone can take longer.
+bool WaitUntilMeasuring(const std::string& progress_file, milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    std::ifstream in(progress_file);
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    Json j = Json::parse(last, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("phase", 0) == 2 && j.value("phase_ops", uint64_t{0}) > 0)
+      return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return false;
+}
+
 class FaultTest : public IntegrationTest {};
 
 TEST_F(FaultTest, PsKeepsServingAfterLosingAWorker) {
@@ -50,8 +69,9 @@ TEST_F(FaultTest, PsKeepsServingAfterLosingAWorker) {
   const Argv bandwidth = {"--benchmark=bandwidth", "--warmup=0s", "--quiet"};
   Process a(WorkerArgv(ps->address(),
                        Concat(bandwidth, {"--duration=3s", "--json=" + tmp.File("a.jsonl")})));
-  Process b(WorkerArgv(ps->address(), Concat(bandwidth, {"--duration=30s"})));
-  std::this_thread::sleep_for(kMidRun);
+  Process b(WorkerArgv(ps->address(), Concat(bandwidth, {"--duration=30s",
+                                                         "--progress-file=" + tmp.File("b")})));
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("b"), seconds(20))) << b.Stderr();
   ASSERT_TRUE(b.Running()) << b.Stderr();
   b.Signal(SIGKILL);
   EXPECT_EQ(b.Wait(seconds(5)), 128 + SIGKILL);
@@ -95,9 +115,13 @@ TEST_F(FaultTest, ThroughputSurvivorsSayAPeerWasLost) {
     workers.push_back(std::make_unique<Process>(WorkerArgv(
         ps_list, {"--benchmark=throughput", "--num-workers=3", "--worker-index=" + std::to_string(w),
                   "--run-id=lost", "--warmup=0s", "--duration=" + std::string(w == 2 ? "30s" : "4s"),
-                  "--sizes=4K:4K", "--quiet", "--json=" + tmp.File("w" + std::to_string(w) + ".jsonl")})));
+                  "--sizes=4K:4K", "--quiet", "--json=" + tmp.File("w" + std::to_string(w) + ".jsonl"),
+                  "--progress-file=" + tmp.File("p" + std::to_string(w))})));
   }
-  std::this_thread::sleep_for(milliseconds(2000));  // all three past the start barriers
+  for (int w = 0; w < 3; ++w) {  // all three past the start barriers
+    ASSERT_TRUE(WaitUntilMeasuring(tmp.File("p" + std::to_string(w)), seconds(20)))
+        << workers[w]->Stderr();
+  }
   ASSERT_TRUE(workers[2]->Running()) << workers[2]->Stderr();
   workers[2]->Signal(SIGKILL);
   EXPECT_EQ(workers[2]->Wait(seconds(5)), 128 + SIGKILL);

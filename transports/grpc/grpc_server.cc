@@ -31,6 +31,7 @@
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/grpc/serialized_format.h"
+#include "transports/grpc/tsan_handoff.h"
 
 namespace psbench::grpc_transport {
 namespace {
@@ -194,7 +195,7 @@ class RawCall final : public CallData {
     // completes, and nothing else finishes it: `this` is safe to use until then.
     auto deliver = [this, buffers](const absl::Status& s, bool) {
       if (!s.ok()) {
-        stream_.Finish(ToGrpc(s), this);
+        StartFromAnotherThread(this, [&] { stream_.Finish(ToGrpc(s), this); });
         return;
       }
       std::vector<grpc::Slice> slices;
@@ -206,7 +207,9 @@ class RawCall final : public CallData {
                             new std::shared_ptr<BlockPool::Block>(buffers->block));
       }
       response_ = grpc::ByteBuffer(slices.data(), slices.size());
-      stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+      StartFromAnotherThread(this, [&] {
+        stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+      });
     };
     // From here on the call may finish (and be deleted) on another thread: no member access.
     if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
@@ -330,12 +333,12 @@ class SerializedExchangeCall final : public CallData {
     // See RawCall::RespondExchange: `this` lives until its Finish completes.
     auto deliver = [this, buffers](const absl::Status& s, bool) {
       if (!s.ok()) {
-        responder_.FinishWithError(ToGrpc(s), this);
+        StartFromAnotherThread(this, [&] { responder_.FinishWithError(ToGrpc(s), this); });
         return;
       }
       request_->clear_checksums();
       for (uint64_t c : buffers->reply_checksums) request_->add_checksums(c);
-      responder_.Finish(*request_, grpc::Status::OK, this);
+      StartFromAnotherThread(this, [&] { responder_.Finish(*request_, grpc::Status::OK, this); });
     };
     if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
       responder_.FinishWithError(ToGrpc(ExchangeCancelledError()), this);
@@ -810,6 +813,7 @@ class GrpcServer final : public Server {
     auto handle = [this](void* tag, bool ok) {
       // Proceed may start an operation; none may start once the queues are shutting down.
       std::shared_lock lock(lifecycle_);
+      TagTakenFromQueue(tag);
       auto* call = static_cast<CallData*>(tag);
       if (stopping_) {
         call->Drop(ok);
