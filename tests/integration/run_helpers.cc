@@ -344,4 +344,14 @@ void IntegrationTest::SetUp() {
 
 void IntegrationTest::TearDown() { ExpectNoChildrenLeft(); }
 
+Json StopAndReadAppliedUpdates(PsServer& ps) {
+  EXPECT_EQ(ps.process().Stop(SIGTERM), 0) << ps.process().Stderr();
+  const std::string prefix = "psbench-ps applied updates: ";
+  for (const std::string& line : Lines(ps.process().Stdout())) {
+    if (line.rfind(prefix, 0) == 0) return Json::parse(line.substr(prefix.size()));
+  }
+  ADD_FAILURE() << "no '" << prefix << "' line in:\n" << ps.process().Stdout();
+  return Json();
+}
+
 }  // namespace psbench::testing

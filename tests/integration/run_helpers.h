@@ -126,6 +126,11 @@ class PsServer {
   int port_ = 0;
 };
 
+// Stops `ps` with SIGTERM (expecting exit 0) and returns the JSON of its last line,
+// "psbench-ps applied updates: JSON" (what its parameter store applied); null, after a test
+// failure, when there is none.
+Json StopAndReadAppliedUpdates(PsServer& ps);
+
 // A TCP port on 127.0.0.1 that is bound (so no one else gets it) but not listening:
 // connecting to it is refused.
 class ClosedPort {

@@ -24,16 +24,6 @@ constexpr int kWorkers = 3;
 constexpr int kSteps = 4000;
 constexpr int kVictim = 2;
 
-Json AppliedAtExit(PsServer& ps) {
-  EXPECT_EQ(ps.process().Stop(SIGTERM), 0) << ps.process().Stderr();
-  const std::string prefix = "psbench-ps applied updates: ";
-  for (const std::string& line : Lines(ps.process().Stdout())) {
-    if (line.rfind(prefix, 0) == 0) return Json::parse(line.substr(prefix.size()));
-  }
-  ADD_FAILURE() << "no '" << prefix << "' line in:\n" << ps.process().Stdout();
-  return Json();
-}
-
 // Worker `w`'s applied count in the PS's GetInfo report (0 before the run starts).
 uint64_t AppliedOf(Client& client, size_t ps, int w) {
   auto info = client.GetInfo(ps);
@@ -107,7 +97,7 @@ TEST_F(UpdatesFaultTest, AsyncWorkerKilledMidRunThePsAccountsForExactlyWhatItApp
   uint64_t victim_applied[2] = {0, 0};
   PsServer* servers[2] = {ps0.get(), ps1.get()};
   for (size_t p = 0; p < 2; ++p) {
-    Json report = AppliedAtExit(*servers[p]);
+    Json report = StopAndReadAppliedUpdates(*servers[p]);
     ASSERT_EQ(report["workers"].size(), 3u) << report.dump();
     EXPECT_FALSE(report["sync"].get<bool>());
     for (int w = 0; w < kWorkers; ++w) {

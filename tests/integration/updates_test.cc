@@ -18,17 +18,6 @@ namespace {
 constexpr int kWorkers = 3;
 constexpr int kSteps = 25;
 
-// The JSON of "psbench-ps applied updates: JSON", the PS's last line after SIGTERM.
-Json AppliedAtExit(PsServer& ps) {
-  EXPECT_EQ(ps.process().Stop(SIGTERM), 0) << ps.process().Stderr();
-  const std::string prefix = "psbench-ps applied updates: ";
-  for (const std::string& line : Lines(ps.process().Stdout())) {
-    if (line.rfind(prefix, 0) == 0) return Json::parse(line.substr(prefix.size()));
-  }
-  ADD_FAILURE() << "no '" << prefix << "' line in:\n" << ps.process().Stdout();
-  return Json();
-}
-
 // Every worker's steps 0..K-1 applied exactly once.
 void ExpectEveryStepOnce(const Json& report, int workers, int steps) {
   ASSERT_EQ(report["workers"].size(), static_cast<size_t>(workers)) << report.dump();
@@ -86,7 +75,7 @@ TEST_P(UpdatesTest, EveryParameterIsExactAfterEveryWorkersEveryStep) {
   }
   // What each PS says it applied, once everyone is done: every step of every worker, once.
   for (PsServer* ps : {ps0.get(), ps1.get()}) {
-    Json report = AppliedAtExit(*ps);
+    Json report = StopAndReadAppliedUpdates(*ps);
     EXPECT_EQ(report["sync"], sync);
     EXPECT_EQ(report["updates"], sync ? kSteps : kWorkers * kSteps) << report.dump();
     ExpectEveryStepOnce(report, kWorkers, kSteps);
