@@ -72,7 +72,8 @@ run_fuzz() {
     CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DPSBENCH_FUZZ=ON \
         -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_TRAINER=OFF -DPSBENCH_BUILD_TESTS=OFF
     cmake --build build-fuzz --target psbench_fuzzers
-    tests/fuzz/run_fuzzers.sh build-fuzz "${PSBENCH_FUZZ_SECONDS:-5}"
+    # Working corpora and logs stay in the build tree (nothing left in /tmp).
+    tests/fuzz/run_fuzzers.sh build-fuzz "${PSBENCH_FUZZ_SECONDS:-5}" build-fuzz/fuzz-run
 }
 
 for s in "${steps[@]}"; do "run_$s"; done
