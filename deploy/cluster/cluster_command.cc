@@ -463,14 +463,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   }
   TablePrinter table;
   for (const json& r : *results) table.Print(r);
-  if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, *results); !s.ok()) {
-      fmt::print(stderr, "{}: {}\n", kProgram, std::string(s.message()));
-      return kExitRuntime;
-    }
-    fmt::print("# results: {}\n", json_path);
-  }
-  return 0;
+  return SaveRecords(kProgram, json_path, *results);
 }
 
 }  // namespace psbench

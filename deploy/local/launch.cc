@@ -5,7 +5,9 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "bench/cli.h"
 #include "bench/report.h"
+#include "fmt/core.h"
 
 namespace psbench {
 namespace {
@@ -48,6 +50,17 @@ absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
     if (aggregate) results.push_back(AggregateThroughput(group));
   }
   return results;
+}
+
+int SaveRecords(const char* program, const std::string& json_path,
+                const std::vector<nlohmann::json>& records) {
+  if (json_path.empty()) return 0;
+  if (absl::Status st = AppendJsonLines(json_path, records); !st.ok()) {
+    fmt::print(stderr, "{}: {}\n", program, std::string(st.message()));
+    return kExitRuntime;
+  }
+  fmt::print("# results: {}\n", json_path);
+  return 0;
 }
 
 }  // namespace psbench

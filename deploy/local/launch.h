@@ -30,6 +30,12 @@ absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
     std::vector<std::vector<nlohmann::json>> per_worker, size_t plans, bool aggregate,
     const std::vector<std::string>& names);
 
+// The end of a run that has its records: appends them to `json_path` (none when empty) and
+// says where. Returns the exit status: 0, or kExitRuntime after one line on stderr naming
+// `program` when the file could not take them.
+int SaveRecords(const char* program, const std::string& json_path,
+                const std::vector<nlohmann::json>& records);
+
 }  // namespace psbench
 
 #endif  // PSBENCH_DEPLOY_LOCAL_LAUNCH_H_

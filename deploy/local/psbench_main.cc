@@ -908,14 +908,7 @@ int RunTraining(Options& o, Scenario s, const std::string& json_path,
                   {"command", command}};
   fmt::print("{:>8} {:>12.2f}\n", "total", total);
   results->push_back(summary);
-  if (!json_path.empty()) {
-    if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
-      fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
-      return kExitRuntime;
-    }
-    fmt::print("# results: {}\n", json_path);
-  }
-  return 0;
+  return SaveRecords(kProgram, json_path, *results);
 }
 
 // psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),
@@ -961,14 +954,7 @@ int RunUpdates(Options& o, Scenario s, const std::string& json_path,
                rec["steps_per_s"].get<double>(), rec["mb_per_s"].get<double>(),
                rec["elements_checked"].get<uint64_t>(), rec["result"].get<std::string>(), applied);
   }
-  if (!json_path.empty()) {
-    if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
-      fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
-      return kExitRuntime;
-    }
-    fmt::print("# results: {}\n", json_path);
-  }
-  return 0;
+  return SaveRecords(kProgram, json_path, *results);
 }
 
 int Main(int argc, char** argv) {
