@@ -174,7 +174,12 @@ void ProgressReporter::Loop() {
     p.ops = c.ops.load(std::memory_order_relaxed);
     p.bytes = c.bytes.load(std::memory_order_relaxed);
     p.elapsed_s = (now - start) / 1e9;
-    if (!file_.empty()) {
+    if (file_ == "-") {
+      // On stdout, where the launcher gathers it with the records: one stdio call, so a
+      // record printed by the benchmark thread is never cut by it.
+      std::fputs(("#progress " + ProgressLine(p)).c_str(), stdout);
+      std::fflush(stdout);
+    } else if (!file_.empty()) {
       // Written beside and renamed over: a reader sees a whole line or the previous one.
       if (FILE* f = std::fopen(tmp.c_str(), "w")) {
         std::fputs(ProgressLine(p).c_str(), f);

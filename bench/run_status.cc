@@ -22,20 +22,21 @@ void RunStatus::SetRun(int number, int total) {
   runs_ = total;
 }
 
-std::string RunStatus::WorkerFlag(const std::filesystem::path& dir, int run_number, int w) {
-  if (!enabled()) return "";
-  files_.push_back((dir / absl::StrCat("progress-", run_number, "-", w)).string());
-  return "--progress-file=" + files_.back();
-}
+std::string RunStatus::WorkerFlag() const { return enabled() ? "--progress-file=-" : ""; }
 
-void RunStatus::Start(const Scenario& s, size_t servers) {
+void RunStatus::Start(const Scenario& s, size_t servers, int workers) {
   if (!enabled()) return;
+  samples_.assign(workers, "");
   scenario_ = s;
   servers_ = servers;
   running_ = true;
   start_ns_ = SteadyNs();
   last_draw_ns_ = 0;
   recent_.clear();
+}
+
+void RunStatus::Update(int w, const std::string& line) {
+  if (running_ && w >= 0 && static_cast<size_t>(w) < samples_.size()) samples_[w] = line;
 }
 
 void RunStatus::Tick() {
@@ -51,10 +52,7 @@ void RunStatus::Tick() {
   std::optional<double> left;
   bool every_worker = true;
   Total total{now, 0, 0};
-  for (const std::string& file : files_) {
-    std::ifstream in(file);
-    std::string text;
-    std::getline(in, text);
+  for (const std::string& text : samples_) {
     auto p = ParseProgressLine(text);
     if (!p.ok()) {
       every_worker = false;
@@ -82,7 +80,7 @@ void RunStatus::Tick() {
 
 void RunStatus::Stop() {
   running_ = false;
-  files_.clear();
+  samples_.clear();
   line_.Clear();
 }
 

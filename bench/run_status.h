@@ -1,8 +1,9 @@
-// psbench run's status line: while a run's workers work, reads the progress files they write
-// (bench/progress.h) and shows, on stderr when it is a terminal,
+// psbench's status line: while a run's workers work, takes the progress lines they print on
+// their stdout (bench/progress.h; every launcher gathers them) and shows, on stderr when it
+// is a terminal,
 //   run 2/6 latency sweep | payload 3/13 measure | 4 s elapsed, ~12 s left | 21340 op/s 87.4 MB/s
 // redrawn a few times a second and cleared when the run ends. When stderr is not a terminal
-// the workers get no progress file and nothing is drawn.
+// the workers print no progress and nothing is drawn.
 #ifndef PSBENCH_BENCH_RUN_STATUS_H_
 #define PSBENCH_BENCH_RUN_STATUS_H_
 
@@ -24,21 +25,23 @@ class RunStatus {
 
   // "run i/N" in the line from now on (0: none).
   void SetRun(int number, int total);
-  // The worker flag that makes worker `w` of run `run_number` write its progress into
-  // `dir` ("--progress-file=..."), or "" when disabled. Remembered for Start.
-  std::string WorkerFlag(const std::filesystem::path& dir, int run_number, int w);
+  // The worker flag that makes a worker print its progress on stdout
+  // ("--progress-file=-"), or "" when disabled.
+  std::string WorkerFlag() const;
   // The workers are started: draw from now on. `servers`: PS each worker sends to.
-  void Start(const Scenario& s, size_t servers);
-  // From the driver's wait loop: at most every 200 ms, reads the files and redraws.
+  void Start(const Scenario& s, size_t servers, int workers);
+  // Worker w's latest progress line (without its "#progress " prefix).
+  void Update(int w, const std::string& line);
+  // From the driver's wait loop: at most every 200 ms, redraws.
   void Tick();
-  // The run is over: clear the line and forget its files.
+  // The run is over: clear the line and forget its samples.
   void Stop();
 
  private:
   RunStatus();
   TerminalLine line_;
   int run_ = 0, runs_ = 0;
-  std::vector<std::string> files_;
+  std::vector<std::string> samples_;  // per worker: its latest progress line
   Scenario scenario_;
   size_t servers_ = 1;
   bool running_ = false;

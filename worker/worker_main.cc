@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +32,9 @@ ABSL_FLAG(int, num_workers, 1, "workers in this run (throughput: all start toget
 ABSL_FLAG(int, worker_index, 0, "this worker's index in [0, --num-workers)");
 ABSL_FLAG(std::string, run_id, "run", "names this run's start barrier on PS 0");
 ABSL_FLAG(std::string, scenario, "", "read the scenario from this JSON file instead of flags");
+ABSL_FLAG(std::string, scenario_base64, "",
+          "the scenario as its JSON in base64url, instead of flags (how psbench's launchers "
+          "hand every worker of a run the same resolved scenario, on any node)");
 ABSL_FLAG(std::string, cpu, "", "pin the worker process to these CPUs (e.g. 1 or 0-3)");
 ABSL_FLAG(std::string, json, "",
           "append one JSON record per result to this file, or to stdout for - (the table then "
@@ -41,7 +45,8 @@ ABSL_FLAG(bool, exit_on_stdin_close, false,
           "process ends with its session)");
 ABSL_FLAG(bool, quiet, false, "print no table (errors still go to stderr)");
 ABSL_FLAG(std::string, progress_file, "",
-          "write live progress to this file a few times a second (for psbench run's status line)");
+          "write live progress to this file a few times a second, or to stdout for - as "
+          "\"#progress {...}\" lines (for psbench's status line)");
 
 namespace psbench {
 namespace {
@@ -57,8 +62,9 @@ constexpr char kUsage[] =
     "  mpirun -np 1 psbench-ps --transport=grpc+mpi : -np 1 psbench-worker --transport=grpc+mpi ...";
 
 absl::StatusOr<Scenario> LoadScenario() {
-  std::string path = absl::GetFlag(FLAGS_scenario);
-  if (path.empty()) {
+  const std::string path = absl::GetFlag(FLAGS_scenario);
+  const std::string inline_text = absl::GetFlag(FLAGS_scenario_base64);
+  if (path.empty() && inline_text.empty()) {
     auto s = ScenarioFromFlags();
     if (!s.ok()) return s.status();
     s->ps = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
@@ -67,9 +73,16 @@ absl::StatusOr<Scenario> LoadScenario() {
     s->run_id = absl::GetFlag(FLAGS_run_id);
     return s;
   }
+  const std::string given = path.empty() ? "--scenario-base64" : "--scenario=FILE";
+  if (!path.empty() && !inline_text.empty()) {
+    return absl::InvalidArgumentError("give --scenario or --scenario-base64, not both");
+  }
   for (const auto& flag : FlagsSet()) {
     static const std::set<std::string> kAllowed = {
-        "scenario", "cpu", "json", "quiet", "progress-file", "exit-on-stdin-close",
+        "scenario", "scenario-base64", "cpu", "json", "quiet", "progress-file",
+        "exit-on-stdin-close",
+        // Which worker of the run this is: the one thing that differs between them.
+        "worker-index",
         // The trainer's settings are not part of a payload scenario.
         "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
         "learning-rate", "momentum", "write-trace",
@@ -77,16 +90,26 @@ absl::StatusOr<Scenario> LoadScenario() {
         "tls-cert", "tls-key", "tls-ca", "tls-server-name"};
     if (!kAllowed.contains(flag)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--scenario=FILE sets the whole scenario; --", flag, " cannot be added to it"));
+          absl::StrCat(given, " sets the whole scenario; --", flag, " cannot be added to it"));
     }
   }
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--scenario=", path, ": cannot open"));
-  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat("--scenario=", path, ": not valid JSON"));
+  std::string text;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("--scenario=", path, ": cannot open"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else if (!absl::WebSafeBase64Unescape(inline_text, &text)) {
+    return absl::InvalidArgumentError("--scenario-base64: not base64url");
   }
-  return ScenarioFromJson(j);
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        path.empty() ? std::string("--scenario-base64: not valid JSON")
+                     : absl::StrCat("--scenario=", path, ": not valid JSON"));
+  }
+  auto s = ScenarioFromJson(j);
+  if (s.ok() && FlagWasSet("worker-index")) s->worker_index = absl::GetFlag(FLAGS_worker_index);
+  return s;
 }
 
 int Main(int argc, char** argv) {
@@ -178,14 +201,15 @@ int Main(int argc, char** argv) {
   }
   if (auto placement = (*client)->Placement()) {
     // Launched as one job: the job says how many workers there are and which one this is.
-    if ((FlagWasSet("num-workers") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+    const bool whole_scenario = !absl::GetFlag(FLAGS_scenario).empty() || !absl::GetFlag(FLAGS_scenario_base64).empty();
+    if ((FlagWasSet("num-workers") || whole_scenario) &&
         scenario->num_workers != placement->num_workers) {
       Die(kProgram,
           absl::StrCat("--num-workers=", scenario->num_workers, " but the ",
                        scenario->transport, " job has ", placement->num_workers, " worker ranks"),
           kExitUsage);
     }
-    if ((FlagWasSet("worker-index") || !absl::GetFlag(FLAGS_scenario).empty()) &&
+    if ((FlagWasSet("worker-index") || whole_scenario) &&
         scenario->worker_index != placement->worker_index) {
       Die(kProgram,
           absl::StrCat("--worker-index=", scenario->worker_index, " but this is worker ",

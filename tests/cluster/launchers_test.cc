@@ -1,6 +1,6 @@
 // The cluster launchers' parsers: host lists, Slurm's tasks per node, Open MPI's tagged
 // output (chunks of long lines, interleaved ranks) and shell quoting.
-#include "deploy/cluster/launchers.h"
+#include "cli/launch/launchers.h"
 
 #include <unistd.h>
 

@@ -200,8 +200,8 @@ TEST_F(CompareTest, FailedTransportIsNamedAfterWhatCompleted) {
   const std::string json = tmp_.File("results.jsonl");
   Process run(RunArgv({"--benchmark=latency", kModes, "--warmup-iterations=2", "--duration=3s",
                        "--json=" + json}));
-  // The second transport's run is run number 1: its worker reads scenario-1-0.json.
-  auto worker = WaitForChild(run.pid(), "psbench-worker", seconds(20), "scenario-1-0.json");
+  // The second transport's run is run number 1.
+  auto worker = WaitForWorkerOfRun(run.pid(), 1, 0, seconds(20));
   ASSERT_TRUE(worker) << "no worker for the second transport: " << run.Stderr();
   pid_t ps = 0;
   for (const ProcInfo& c : ChildrenOf(run.pid())) {

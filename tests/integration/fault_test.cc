@@ -210,23 +210,16 @@ struct RunningDriver {
   std::unique_ptr<Process> run;
   ProcInfo ps;
   ProcInfo worker;
-  std::string work_dir;  // where psbench keeps the scenario files it hands its workers
 };
 
 void StartDriver(const Argv& flags, RunningDriver* d) {
   d->run = std::make_unique<Process>(RunArgv(flags));
   auto ps = WaitForChild(d->run->pid(), "psbench-ps", seconds(20), "--port=0");
   ASSERT_TRUE(ps) << "psbench run started no psbench-ps: " << d->run->Stderr();
-  auto worker = WaitForChild(d->run->pid(), "psbench-worker", seconds(20), "--scenario=");
+  auto worker = WaitForChild(d->run->pid(), "psbench-worker", seconds(20), "--scenario-base64=");
   ASSERT_TRUE(worker) << "psbench run started no psbench-worker: " << d->run->Stderr();
   d->ps = *ps;
   d->worker = *worker;
-  // "... --scenario=/tmp/psbench-run-XXXXXX/scenario-0-0.json ..."
-  size_t at = d->worker.cmdline.find("--scenario=");
-  ASSERT_NE(at, std::string::npos) << d->worker.cmdline;
-  std::string path = d->worker.cmdline.substr(at + 11);
-  path = path.substr(0, path.find(' '));
-  d->work_dir = std::filesystem::path(path).parent_path();
   std::this_thread::sleep_for(kMidRun);
   ASSERT_TRUE(d->run->Running()) << d->run->Stderr();
 }
@@ -243,7 +236,6 @@ void ExpectDriverFailedCleanly(RunningDriver& d, Clock::time_point since, double
   if (status_out) *status_out = *status;
   EXPECT_FALSE(Alive(d.ps.pid)) << "psbench-ps " << d.ps.pid << " is still running";
   EXPECT_FALSE(Alive(d.worker.pid)) << "psbench-worker " << d.worker.pid << " is still running";
-  EXPECT_FALSE(std::filesystem::exists(d.work_dir)) << d.work_dir << " was left behind";
   // Its own last line says what went wrong.
   std::vector<std::string> lines = Lines(d.run->Stderr());
   ASSERT_FALSE(lines.empty());
@@ -288,7 +280,7 @@ TEST_F(FaultTest, RunKeepsTheSurvivorsRecordsWhenAWorkerIsKilled) {
     workers.clear();
     for (const ProcInfo& p : ChildrenOf(run.pid())) {
       if (p.comm == "psbench-worker" && p.state != 'Z' &&
-          p.cmdline.find("--scenario=") != std::string::npos) {
+          p.cmdline.find("--scenario-base64=") != std::string::npos) {
         workers.push_back(p);
       }
     }
@@ -296,7 +288,7 @@ TEST_F(FaultTest, RunKeepsTheSurvivorsRecordsWhenAWorkerIsKilled) {
   }
   ASSERT_EQ(workers.size(), 3u) << run.Stderr();
   auto victim = std::find_if(workers.begin(), workers.end(), [](const ProcInfo& p) {
-    return p.cmdline.find("scenario-0-1.json") != std::string::npos;
+    return p.cmdline.find("--worker-index=1 ") != std::string::npos;
   });
   ASSERT_NE(victim, workers.end());
   std::this_thread::sleep_for(milliseconds(2000));  // mid-measurement

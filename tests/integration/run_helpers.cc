@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
+
 namespace psbench::testing {
 namespace {
 
@@ -302,6 +304,35 @@ std::optional<ProcInfo> WaitForChild(pid_t parent, const std::string& comm, mill
           c.cmdline.find(cmdline_has) != std::string::npos) {
         return c;
       }
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  } while (Clock::now() < deadline);
+  return std::nullopt;
+}
+
+Json WorkerScenario(const ProcInfo& worker) {
+  static const std::string kFlag = "--scenario-base64=";
+  size_t at = worker.cmdline.find(kFlag);
+  if (at == std::string::npos) return nullptr;
+  std::string encoded = worker.cmdline.substr(at + kFlag.size());
+  encoded = encoded.substr(0, encoded.find(' '));
+  std::string text;
+  if (!absl::WebSafeBase64Unescape(encoded, &text)) return nullptr;
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+std::optional<ProcInfo> WaitForWorkerOfRun(pid_t parent, int run, int index, milliseconds timeout) {
+  const std::string suffix = "-" + std::to_string(run);
+  const std::string flag = "--worker-index=" + std::to_string(index) + " ";
+  auto deadline = Clock::now() + timeout;
+  do {
+    for (const ProcInfo& c : ChildrenOf(parent)) {
+      if (c.comm != "psbench-worker" || c.state == 'Z' || c.cmdline.find(flag) == std::string::npos) continue;
+      Json s = WorkerScenario(c);
+      if (!s.is_object() || !s.contains("run_id") || !s["run_id"].is_string()) continue;
+      std::string id = s["run_id"];
+      if (id.size() >= suffix.size() && id.compare(id.size() - suffix.size(), suffix.size(), suffix) == 0) return c;
     }
     std::this_thread::sleep_for(milliseconds(10));
   } while (Clock::now() < deadline);

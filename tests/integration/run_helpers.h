@@ -163,6 +163,11 @@ bool Alive(pid_t pid);
 // before its new command line).
 std::optional<ProcInfo> WaitForChild(pid_t parent, const std::string& comm, milliseconds timeout,
                                      const std::string& cmdline_has = "");
+// The scenario a launcher handed a psbench-worker (--scenario-base64), or null.
+nlohmann::json WorkerScenario(const ProcInfo& worker);
+// Waits (at most `timeout`) for a live psbench-worker child of `parent` that is worker
+// `index` of the driver's run number `run` (its run id ends with "-RUN").
+std::optional<ProcInfo> WaitForWorkerOfRun(pid_t parent, int run, int index, milliseconds timeout);
 
 // One JSON object per non-empty line; a malformed line is a test failure.
 std::vector<Json> ReadJsonLines(const std::string& path);

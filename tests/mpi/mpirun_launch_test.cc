@@ -53,6 +53,44 @@ TEST_P(MpirunLaunchTest, OnePsTwoWorkersFromAHostFile) {
 INSTANTIATE_TEST_SUITE_P(Transports, MpirunLaunchTest, ::testing::Values("grpc", "grpc+mpi"),
                          [](const auto& info) { return info.param == "grpc" ? std::string("grpc") : std::string("grpc_mpi"); });
 
+// Parity with psbench run: a --transports comparison, each entry a fresh set of processes
+// on the same slots (grpc: a PS job then a worker job; grpc+mpi: one job), and the updates
+// check with 2 workers x 2 PS on each transport.
+TEST_F(MpirunLaunchTest, TransportsComparesGrpcWithGrpcMpi) {
+  std::string out = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(
+      {BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost slots=2\n"),
+       "--mpirun=" PSBENCH_MPIEXEC, "--benchmark=latency", "--transports=grpc,grpc+mpi",
+       "--warmup-iterations=1", "--iterations=20", "--connect-timeout=20s", "--json=" + out},
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("grpc+mpi vs grpc"), std::string::npos) << r.Describe();
+  auto records = ReadJsonLines(out);
+  ASSERT_EQ(records.size(), 3u) << r.Describe();
+  EXPECT_EQ(records[0]["transport"], "grpc");
+  EXPECT_EQ(records[1]["transport"], "grpc+mpi");
+  EXPECT_EQ(records[2]["kind"], "comparison");
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(records[i]["cluster"]["launcher"], "mpirun");
+}
+
+TEST_P(MpirunLaunchTest, UpdatesTwoWorkersTwoPsAreExact) {
+  std::string out = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(
+      {BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost slots=4\n"),
+       "--mpirun=" PSBENCH_MPIEXEC, "--transport=" + GetParam(), "--num-ps=2",
+       "--benchmark=updates", "--async", "--steps=10", "--buffers=4", "--connect-timeout=20s",
+       "--json=" + out},
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  auto records = ReadJsonLines(out);
+  ASSERT_EQ(records.size(), 2u) << r.Describe();
+  for (const json& rec : records) {
+    EXPECT_EQ(rec["kind"], "updates") << rec.dump();
+    EXPECT_EQ(rec["result"], "exact") << rec.dump();
+    EXPECT_EQ(rec["transport"], GetParam());
+  }
+}
+
 TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {
   RunResult r = RunCommand({BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost\n"),
                             "--benchmark=throughput"},

@@ -251,6 +251,84 @@ TEST_F(SlurmTest, GrpcMpiIsOneSrunStep) {
   EXPECT_EQ(records[2]["scope"], "total");
 }
 
+// --- parity with psbench run ---------------------------------------------------------------
+
+// `psbench slurm` inside `salloc -n N`.
+Argv SallocPsbenchN(int tasks, const Argv& flags) {
+  return Concat({Which("salloc"), "--quiet", "-n", std::to_string(tasks), "--time=5", BinPath("psbench"), "slurm"},
+                flags);
+}
+
+TEST_F(SlurmTest, LatencyIsPointToPoint) {
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(SallocPsbenchN(2, {"--benchmark=latency", "--warmup-iterations=1", "--iterations=20",
+                                              "--connect-timeout=20s", "--json=" + json}),
+                           seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 1u) << r.Describe();
+  EXPECT_EQ(records[0]["benchmark"], "latency");
+  EXPECT_EQ(records[0]["cluster"]["launcher"], "slurm");
+}
+
+// grpc as two srun steps (PS, workers), grpc+mpi as one (one MPI job), in one table.
+TEST_F(SlurmTest, TransportsComparesGrpcWithGrpcMpi) {
+#ifndef PSBENCH_MPIEXEC
+  GTEST_SKIP() << "psbench was built without MPI";
+#else
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(SallocPsbenchN(3, Concat(kThroughput, {"--transports=grpc,grpc+mpi", "--json=" + json})),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  EXPECT_TRUE(Contains(r.out, "grpc+mpi vs grpc")) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 7u) << "3 per transport, then the comparison\n" << r.Describe();
+  EXPECT_EQ(records[0]["transport"], "grpc");
+  EXPECT_EQ(records[3]["transport"], "grpc+mpi");
+  EXPECT_EQ(records[6]["kind"], "comparison");
+#endif
+}
+
+TEST_F(SlurmTest, UpdatesTwoWorkersTwoPsAreExact) {
+  for (const char* mode : {"--sync", "--async"}) {
+    SCOPED_TRACE(mode);
+    const std::string json = tmp_.File(std::string(mode + 2) + ".jsonl");
+    RunResult r = RunCommand(SallocPsbenchN(4, {"--benchmark=updates", mode, "--num-ps=2", "--steps=10",
+                                                "--buffers=4", "--connect-timeout=20s", "--json=" + json}),
+                             seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+    std::vector<Json> records = ReadJsonLines(json);
+    ASSERT_EQ(records.size(), 2u) << r.Describe();
+    for (const Json& rec : records) {
+      EXPECT_EQ(rec["kind"], "updates") << rec.dump();
+      EXPECT_EQ(rec["result"], "exact") << rec.dump();
+      EXPECT_EQ(rec["cluster"]["launcher"], "slurm");
+    }
+  }
+}
+
+TEST_F(SlurmTest, TrainsAlexnetSyncAndAsync) {
+#ifndef PSBENCH_HAVE_TRAINER
+  GTEST_SKIP() << "psbench was built without the trainer";
+#else
+  for (const char* mode : {"--sync", "--async"}) {
+    SCOPED_TRACE(mode);
+    const std::string json = tmp_.File(std::string(mode + 2) + ".jsonl");
+    RunResult r = RunCommand(SallocPsbenchN(3, {"--trainer=alexnet", mode, "--num-ps=1", "--batch=1", "--steps=2",
+                                                "--warmup-steps=0", "--threads=1", "--connect-timeout=20s",
+                                                "--json=" + json}),
+                             seconds(240));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+    std::vector<Json> records = ReadJsonLines(json);
+    ASSERT_EQ(records.size(), 3u) << "2 workers and the total\n" << r.Describe();
+    EXPECT_GT(records[0].value("images_per_s", 0.0), 0);
+    EXPECT_GT(records[1].value("images_per_s", 0.0), 0);
+    EXPECT_EQ(records[2]["kind"], "train_total");
+    EXPECT_EQ(records[2]["sync"], std::string(mode) == "--sync");
+  }
+#endif
+}
+
 TEST_F(SlurmTest, UnknownPsInterfaceFailsClearly) {
   RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--ps-interface=nosuch0"})),
                            seconds(90));

@@ -99,6 +99,98 @@ TEST_F(SshLaunchTest, OnePsTwoWorkersOverSsh) {
   EXPECT_GE(Logins(), 3) << sshd_->Log();
 }
 
+// --- parity with psbench run: every kind of run through sshd ---------------------------------
+
+std::string Slots(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) text += "127.0.0.1\n";
+  return text;
+}
+
+TEST_F(SshLaunchTest, LatencyAndBandwidthArePointToPoint) {
+  const std::string hostfile = tmp_.Write("hosts", Slots(3));
+  for (const char* benchmark : {"latency", "bandwidth"}) {
+    SCOPED_TRACE(benchmark);
+    const std::string json = tmp_.File(std::string(benchmark) + ".jsonl");
+    // Three slots, no --num-workers: a point-to-point benchmark takes one PS and one worker.
+    RunResult r = RunCommand(PsbenchSsh(hostfile, {std::string("--benchmark=") + benchmark, "--sizes=1K:4K",
+                                                   "--warmup-iterations=1", "--iterations=20",
+                                                   "--connect-timeout=20s", "--json=" + json}),
+                             seconds(90));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    std::vector<Json> records = ReadJsonLines(json);
+    ASSERT_EQ(records.size(), 3u) << "1K, 2K, 4K\n" << r.Describe();
+    for (const Json& rec : records) {
+      EXPECT_EQ(rec.value("benchmark", ""), benchmark);
+      EXPECT_EQ(rec.value("iterations", 0), 20);
+      EXPECT_EQ(rec["cluster"].value("launcher", ""), "ssh");
+    }
+  }
+}
+
+TEST_F(SshLaunchTest, UpdatesTwoWorkersTwoPsAreExact) {
+  const std::string hostfile = tmp_.Write("hosts", Slots(4));
+  for (const char* mode : {"--sync", "--async"}) {
+    SCOPED_TRACE(mode);
+    const std::string json = tmp_.File(std::string(mode + 2) + ".jsonl");
+    RunResult r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=updates", mode, "--num-ps=2", "--steps=10",
+                                                   "--buffers=4", "--connect-timeout=20s", "--json=" + json}),
+                             seconds(90));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    std::vector<Json> records = ReadJsonLines(json);
+    ASSERT_EQ(records.size(), 2u) << r.Describe();
+    for (const Json& rec : records) {
+      EXPECT_EQ(rec.value("kind", ""), "updates") << rec.dump();
+      EXPECT_EQ(rec.value("result", ""), "exact") << rec.dump();
+      EXPECT_EQ(rec["placement"].size(), 2u) << rec.dump();
+      EXPECT_EQ(rec["cluster"].value("launcher", ""), "ssh");
+    }
+  }
+}
+
+TEST_F(SshLaunchTest, TransportsComparesTwoModes) {
+  const std::string hostfile = tmp_.Write("hosts", Slots(2)), json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=latency", "--transports=grpc/serialized,grpc",
+                                                 "--warmup-iterations=1", "--iterations=20",
+                                                 "--connect-timeout=20s", "--json=" + json}),
+                           seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "grpc/non-serialized vs grpc/serialized")) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 3u) << "one run per entry, then the comparison\n" << r.Describe();
+  EXPECT_EQ(records[0].value("mode", ""), "serialized");
+  EXPECT_EQ(records[1].value("mode", ""), "non-serialized");
+  EXPECT_EQ(records[2].value("kind", ""), "comparison");
+  EXPECT_EQ(records[2]["ratios"]["p50_us"].size(), 2u) << records[2].dump();
+}
+
+TEST_F(SshLaunchTest, TrainsAlexnetSyncAndAsync) {
+#ifndef PSBENCH_HAVE_TRAINER
+  GTEST_SKIP() << "psbench was built without the trainer";
+#else
+  const std::string hostfile = tmp_.Write("hosts", Slots(3));
+  for (const char* mode : {"--sync", "--async"}) {
+    SCOPED_TRACE(mode);
+    const std::string json = tmp_.File(std::string(mode + 2) + ".jsonl");
+    RunResult r = RunCommand(PsbenchSsh(hostfile, {"--trainer=alexnet", mode, "--num-ps=1", "--batch=1",
+                                                   "--steps=2", "--warmup-steps=0", "--threads=1",
+                                                   "--connect-timeout=20s", "--json=" + json}),
+                             seconds(240));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    std::vector<Json> records = ReadJsonLines(json);
+    ASSERT_EQ(records.size(), 3u) << "2 workers and the total\n" << r.Describe();
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(records[w].value("worker_index", -1), w);
+      EXPECT_GT(records[w].value("images_per_s", 0.0), 0) << records[w].dump().substr(0, 800);
+    }
+    EXPECT_EQ(records[2].value("kind", ""), "train_total");
+    EXPECT_EQ(records[2]["sync"], std::string(mode) == "--sync");
+    EXPECT_EQ(records[2]["cluster"].value("launcher", ""), "ssh");
+    EXPECT_TRUE(Contains(r.out, "images/s")) << r.Describe();
+  }
+#endif
+}
+
 TEST_F(SshLaunchTest, RefusingHostFailsNamingIt) {
   ClosedPort nobody;  // ssh to a port that refuses: the host is "down"
   std::string ssh = sshd_->SshCommand();

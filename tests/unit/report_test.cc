@@ -1,6 +1,6 @@
 // psbench report's data side from hand-written records: series, rows, medians, ratios,
 // throughput totals, plot data, Markdown and HTML, and every bad input it refuses.
-#include "deploy/report/report_data.h"
+#include "cli/report/report_data.h"
 
 #include <cstdio>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "deploy/report/report_render.h"
+#include "cli/report/report_render.h"
 
 namespace psbench::report {
 namespace {

@@ -1,4 +1,4 @@
-#include "deploy/local/train_command.h"
+#include "cli/train_command.h"
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -6,6 +6,10 @@
 #include "bench/report.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
+#include "cli/launch_flags.h"
+#include "transports/limit_flags.h"
+#include "transports/rdma_flags.h"
+#include "transports/tls_flags.h"
 #include "fmt/core.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -16,8 +20,17 @@ ABSL_DECLARE_FLAG(uint64_t, seed);
 
 namespace psbench {
 
-int RunTrainCommand(const std::string& json_path) {
+int RunTrainCommand(int argc, char** argv) {
   constexpr char kProgram[] = "psbench train";
+  constexpr char kUsage[] =
+      "psbench train --model=MODEL [--batch=N] [--engine=cpu|gpu] [--forward-only] [flags]\n"
+      "Times one model of the embedded trainer on this machine (no PS): images/s and a\n"
+      "per-layer table; --json=FILE appends the record.";
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage,
+                                     {kLaunchFlagsFile, "/bench/scenario_flags.cc", kRdmaFlagsFile,
+                                      kTrainerFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
+  if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
+  const std::string json_path = JsonFlag();
 #ifndef PSBENCH_HAVE_TRAINER
   Die(kProgram, "this psbench was built without the trainer (oneDNN not found; see "
                 "deploy/install-deps.sh)", kExitUsage);

@@ -1,7 +1,7 @@
-// Child processes for the one-machine launcher: started with a pipe on stdout, killed with
+// Child processes of a launcher: started with a pipe on stdout, killed with
 // the launcher (PR_SET_PDEATHSIG), reaped without blocking.
-#ifndef PSBENCH_DEPLOY_LOCAL_PROCESS_H_
-#define PSBENCH_DEPLOY_LOCAL_PROCESS_H_
+#ifndef PSBENCH_CLI_LAUNCH_PROCESS_H_
+#define PSBENCH_CLI_LAUNCH_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -23,6 +23,9 @@ class ChildProcess {
     // stdin from a pipe held open until this object goes (or we die): a remote launcher's
     // processes (ssh) see its end and exit; else stdin is /dev/null
     bool hold_stdin = false;
+    // stderr into the stdout pipe as well (a launcher such as mpirun whose own messages name
+    // the rank that failed; capture_stdout only)
+    bool stderr_to_stdout = false;
   };
   // Starts argv[0] (a path, or a name looked up in PATH) with `argv`; stderr is inherited.
   static absl::StatusOr<ChildProcess> Start(const std::string& name,
@@ -43,8 +46,9 @@ class ChildProcess {
   // Non-blocking: the exit status (128+signal for a signal) once the child has exited.
   std::optional<int> Poll();
   // Closes the pipe on the child's stdin (Io::hold_stdin): a child that exits at the end of
-  // its input (psbench-ps --exit-on-stdin-close over ssh) stops cleanly.
-  void CloseStdin();
+  // its input (psbench-ps --exit-on-stdin-close over ssh) stops cleanly. False when it had
+  // no such pipe (or it is closed already).
+  bool CloseStdin();
   // Sends `sig`; if the child is still there after `grace`, SIGKILL. Returns its status.
   int Stop(int sig, absl::Duration grace);
 
@@ -73,4 +77,4 @@ int ReapOrphans(absl::Duration grace);
 
 }  // namespace psbench
 
-#endif  // PSBENCH_DEPLOY_LOCAL_PROCESS_H_
+#endif  // PSBENCH_CLI_LAUNCH_PROCESS_H_

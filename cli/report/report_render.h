@@ -1,11 +1,11 @@
 // psbench report, the text side: the Markdown document and the static HTML page, both from
-// the same Report (deploy/report/report_data.h).
-#ifndef PSBENCH_DEPLOY_REPORT_REPORT_RENDER_H_
-#define PSBENCH_DEPLOY_REPORT_REPORT_RENDER_H_
+// the same Report (cli/report/report_data.h).
+#ifndef PSBENCH_CLI_REPORT_REPORT_RENDER_H_
+#define PSBENCH_CLI_REPORT_REPORT_RENDER_H_
 
 #include <string>
 
-#include "deploy/report/report_data.h"
+#include "cli/report/report_data.h"
 
 namespace psbench::report {
 
@@ -20,4 +20,4 @@ std::string RenderHtml(const Report& report, const std::string& plot_dir);
 
 }  // namespace psbench::report
 
-#endif  // PSBENCH_DEPLOY_REPORT_REPORT_RENDER_H_
+#endif  // PSBENCH_CLI_REPORT_REPORT_RENDER_H_

@@ -1,10 +1,11 @@
-#include "deploy/cluster/launchers.h"
+#include "cli/launch/launchers.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -52,53 +53,128 @@ std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
 }  // namespace
 
 // Open MPI's --tag-output tags each chunk it forwards, not each line: a long line arrives in
-// chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks may come between.
-// So the stream is cut at every tag, each piece appended to its rank's line, and a rank's
-// line is complete at its newline.
+// chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks (and of their
+// stderr, "[1,3]<stderr>:") may come between. So the stream is cut at every tag, each piece
+// appended to its rank's line of that stream, and the line is complete at its newline.
 std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemux() {
-  auto partial = std::make_shared<std::map<int, std::string>>();
+  // (rank, 0 stdout | 1 stderr) -> the line so far
+  auto partial = std::make_shared<std::map<std::pair<int, int>, std::string>>();
   return [partial](const std::string& line) {
     std::vector<ProcessGroup::Line> out;
-    static const std::string kTagEnd = "]<stdout>:";
-    int rank = -1;
-    size_t at = 0;
-    std::string untagged;
-    while (at <= line.size()) {
-      // The next tag at or after `at`: "[" JOB "," RANK "]<stdout>:", digits only.
-      size_t open = std::string::npos, end = line.find(kTagEnd, at);
-      int next_rank = -1;
-      for (; end != std::string::npos; end = line.find(kTagEnd, end + 1)) {
-        open = line.rfind('[', end);
-        if (open == std::string::npos || open < at) continue;
-        size_t comma = line.find(',', open);
-        auto digits = [&](size_t from, size_t to) {
-          return from < to && std::all_of(line.begin() + from, line.begin() + to, absl::ascii_isdigit);
-        };
-        if (comma < end && digits(open + 1, comma) && digits(comma + 1, end) &&
-            absl::SimpleAtoi(line.substr(comma + 1, end - comma - 1), &next_rank)) {
-          break;
+    static const std::string kTagEnds[2] = {"]<stdout>:", "]<stderr>:"};
+    // The next tag at or after `from`: "[" JOB "," RANK "]<stdout>:" (or <stderr>), digits only.
+    struct Tag {
+      size_t open = std::string::npos, after = std::string::npos;
+      int rank = -1, stream = 0;
+    };
+    auto next_tag = [&line](size_t from) {
+      Tag best;
+      for (int stream = 0; stream < 2; ++stream) {
+        const std::string& tag_end = kTagEnds[stream];
+        for (size_t end = line.find(tag_end, from); end != std::string::npos;
+             end = line.find(tag_end, end + 1)) {
+          if (best.open != std::string::npos && end > best.open) break;
+          size_t open = line.rfind('[', end);
+          if (open == std::string::npos || open < from) continue;
+          size_t comma = line.find(',', open);
+          auto digits = [&](size_t a, size_t b) {
+            return a < b && std::all_of(line.begin() + a, line.begin() + b, absl::ascii_isdigit);
+          };
+          int rank = -1;
+          if (comma < end && digits(open + 1, comma) && digits(comma + 1, end) &&
+              absl::SimpleAtoi(line.substr(comma + 1, end - comma - 1), &rank)) {
+            if (best.open == std::string::npos || open < best.open) {
+              best = {open, end + tag_end.size(), rank, stream};
+            }
+            break;
+          }
         }
       }
-      bool tag = end != std::string::npos;
-      std::string piece = line.substr(at, (tag ? open : line.size()) - at);
-      if (rank >= 0) (*partial)[rank] += piece;
+      return best;
+    };
+    std::pair<int, int> current{-1, 0};
+    std::string untagged;
+    size_t at = 0;
+    while (at <= line.size()) {
+      Tag tag = next_tag(at);
+      bool found = tag.open != std::string::npos;
+      std::string piece = line.substr(at, (found ? tag.open : line.size()) - at);
+      if (current.first >= 0) (*partial)[current] += piece;
       else untagged += piece;
-      if (!tag) break;
-      rank = next_rank;
-      at = end + kTagEnd.size();
+      if (!found) break;
+      current = {tag.rank, tag.stream};
+      at = tag.after;
     }
-    if (!untagged.empty()) out.push_back({-1, untagged});
-    if (rank >= 0) {  // the newline ends the line of the rank whose piece came last
-      out.push_back({rank, std::move((*partial)[rank])});
-      partial->erase(rank);
+    if (!untagged.empty()) out.push_back({-1, untagged, false});
+    if (current.first >= 0) {  // the newline ends the line whose piece came last
+      out.push_back({current.first, std::move((*partial)[current]), current.second == 1});
+      partial->erase(current);
     }
     return out;
   };
 }
 
+std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::string& log, int ranks) {
+  struct Marker {
+    const char* text;   // precedes the rank number
+    const char* after;  // what happened: follows the rank on the same line, from here
+    const char* what;   // or, when null, this
+  };
+  // Open MPI 4: "process rank 1 with PID 123 on node vm exited on signal 9 (Killed).",
+  // "MPI_ABORT was invoked on rank 2 in communicator ...", "Process name: [[4711,1],3]".
+  // In that order: a rank that was killed, the first to exit non-zero, one that aborted.
+  for (const Marker& m : {Marker{"process rank ", " exited ", nullptr},
+                          Marker{"Process name: [[", nullptr, "exited with a non-zero status"},
+                          Marker{"invoked on rank ", nullptr, "called MPI_Abort"}}) {
+    size_t at = log.find(m.text);
+    if (at == std::string::npos) continue;
+    at += strlen(m.text);
+    if (m.text[0] == 'P') {  // [[jobid,1],rank]
+      at = log.find("],", at);
+      if (at == std::string::npos) continue;
+      at += 2;
+    }
+    int rank = -1;
+    size_t end = log.find_first_not_of("0123456789", at);
+    if (!absl::SimpleAtoi(log.substr(at, end - at), &rank) || rank < 0 || rank >= ranks) continue;
+    std::string what = m.what ? m.what : "failed";
+    if (m.after) {
+      size_t line_end = log.find('\n', at);
+      size_t from = log.find(m.after, at);
+      if (from != std::string::npos && from < line_end) {
+        what = log.substr(from + 1, line_end - from - 1);
+        while (!what.empty() && what.back() == '.') what.pop_back();
+      }
+    }
+    return ProcessGroup::Failure{rank, what};
+  }
+  return std::nullopt;
+}
+
 namespace {
 
-class SshLauncher : public ClusterLauncher {
+class LocalLauncher : public Launcher {
+ public:
+  explicit LocalLauncher(int slots) : slots_(slots, "localhost") {}
+  std::string name() const override { return "local"; }
+  const std::vector<std::string>& slots() const override { return slots_; }
+
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
+      const std::string& step, const std::vector<LaunchMember>& members) override {
+    std::vector<ChildProcess> children;
+    for (const LaunchMember& m : members) {
+      auto child = ChildProcess::Start(m.name, m.argv, {.capture_stdout = true});
+      if (!child.ok()) return child.status();
+      children.push_back(*std::move(child));
+    }
+    return GroupOfChildren(std::move(children));
+  }
+
+ private:
+  std::vector<std::string> slots_;
+};
+
+class SshLauncher : public Launcher {
  public:
   SshLauncher(std::vector<std::string> slots, std::vector<std::string> ssh)
       : slots_(std::move(slots)), ssh_(std::move(ssh)) {}
@@ -109,18 +185,17 @@ class SshLauncher : public ClusterLauncher {
   std::vector<std::string> ProcessFlags() const override { return {"--exit-on-stdin-close"}; }
 
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
-      const std::string& role, const std::vector<std::string>& hosts,
-      const std::vector<std::vector<std::string>>& argvs) override {
+      const std::string& step, const std::vector<LaunchMember>& members) override {
     std::vector<ChildProcess> children;
-    for (size_t i = 0; i < argvs.size(); ++i) {
+    for (const LaunchMember& m : members) {
       std::vector<std::string> quoted;
-      for (const auto& a : argvs[i]) quoted.push_back(ShellQuote(a));
+      for (const auto& a : m.argv) quoted.push_back(ShellQuote(a));
       std::vector<std::string> argv = ssh_;
       // -T: no terminal (stdout stays clean lines); the remote command runs in the login shell.
       argv.push_back("-T");
-      argv.push_back(hosts[i]);
+      argv.push_back(m.host);
       argv.push_back("exec " + absl::StrJoin(quoted, " "));
-      auto child = ChildProcess::Start(absl::StrCat(role, " ", i, " on ", hosts[i]), argv,
+      auto child = ChildProcess::Start(absl::StrCat(m.name, " on ", m.host), argv,
                                        {.capture_stdout = true, .log_file = "", .hold_stdin = true});
       if (!child.ok()) {
         return absl::FailedPreconditionError(
@@ -136,7 +211,7 @@ class SshLauncher : public ClusterLauncher {
   std::vector<std::string> ssh_;
 };
 
-class SlurmLauncher : public ClusterLauncher {
+class SlurmLauncher : public Launcher {
  public:
   SlurmLauncher(std::vector<std::string> slots, std::string srun, std::vector<std::string> args,
                 std::string work_dir)
@@ -147,16 +222,18 @@ class SlurmLauncher : public ClusterLauncher {
   bool StartsMpiJobs() const override { return true; }
 
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
-      const std::string& role, const std::vector<std::string>& hosts,
-      const std::vector<std::vector<std::string>>& argvs) override {
+      const std::string& role, const std::vector<LaunchMember>& members) override {
     // One job step; task i runs line i of the --multi-prog file (srun's own quoting: single
     // quotes keep an argument whole).
     std::string conf = absl::StrCat(work_dir_, "/", role, ".multi-prog");
     std::ofstream file(conf);
-    for (size_t i = 0; i < argvs.size(); ++i) {
+    std::vector<std::string> hosts, names;
+    for (size_t i = 0; i < members.size(); ++i) {
       std::vector<std::string> quoted;
-      for (const auto& a : argvs[i]) quoted.push_back(ShellQuote(a));
+      for (const auto& a : members[i].argv) quoted.push_back(ShellQuote(a));
       file << i << " " << absl::StrJoin(quoted, " ") << "\n";
+      hosts.push_back(members[i].host);
+      names.push_back(absl::StrCat(members[i].name, " on ", members[i].host));
     }
     file.close();
     if (!file) return absl::InternalError(absl::StrCat("cannot write ", conf));
@@ -166,7 +243,7 @@ class SlurmLauncher : public ClusterLauncher {
                                      // and the worker step run side by side.
                                      "--overlap",
                                      "--label", "--kill-on-bad-exit=1",
-                                     absl::StrCat("--ntasks=", argvs.size()),
+                                     absl::StrCat("--ntasks=", members.size()),
                                      absl::StrCat("--nodes=", nodes.size()),
                                      "--nodelist=" + absl::StrJoin(nodes, ","),
                                      "--job-name=psbench-" + role};
@@ -182,7 +259,7 @@ class SlurmLauncher : public ClusterLauncher {
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
                                      {.capture_stdout = true, .log_file = "", .hold_stdin = false});
     if (!child.ok()) return child.status();
-    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel);
+    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names));
   }
 
  private:
@@ -192,7 +269,7 @@ class SlurmLauncher : public ClusterLauncher {
   std::string work_dir_;
 };
 
-class MpirunLauncher : public ClusterLauncher {
+class MpirunLauncher : public Launcher {
  public:
   MpirunLauncher(std::vector<std::string> slots, std::string mpirun, std::vector<std::string> args)
       : slots_(std::move(slots)), mpirun_(std::move(mpirun)), args_(std::move(args)) {}
@@ -200,28 +277,50 @@ class MpirunLauncher : public ClusterLauncher {
   const std::vector<std::string>& slots() const override { return slots_; }
   bool StartsMpiJobs() const override { return true; }
 
+  absl::Status Check() const override {
+    bool found = false;
+    if (mpirun_.find('/') != std::string::npos) {
+      found = access(mpirun_.c_str(), X_OK) == 0;
+    } else if (const char* path = getenv("PATH")) {
+      for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+        found |= access(absl::StrCat(dir, "/", mpirun_).c_str(), X_OK) == 0;
+      }
+    }
+    if (found) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mpirun=", mpirun_.empty() ? "(none)" : mpirun_,
+        " is not an executable MPI launcher; grpc+mpi and psbench mpirun need Open MPI's mpirun "
+        "(deploy/install-deps.sh installs openmpi-bin)"));
+  }
+
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
-      const std::string& role, const std::vector<std::string>& hosts,
-      const std::vector<std::vector<std::string>>& argvs) override {
-    // MPMD: one app context per process, pinned to its host, so rank i is argvs[i].
+      const std::string& role, const std::vector<LaunchMember>& members) override {
+    // MPMD: one app context per process, pinned to its host, so rank i is members[i]. Open
+    // MPI refuses root without --allow-run-as-root, and more ranks than cores without
+    // --oversubscribe; --bind-to none leaves placement to --ps-cpu and --worker-cpu.
     std::vector<std::string> argv = {mpirun_};
     if (geteuid() == 0) argv.push_back("--allow-run-as-root");
     for (const char* a : {"--oversubscribe", "--bind-to", "none", "--tag-output"}) argv.push_back(a);
     for (const auto& a : args_) argv.push_back(a);
-    for (size_t i = 0; i < argvs.size(); ++i) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < members.size(); ++i) {
       if (i > 0) argv.push_back(":");
-      for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"), hosts[i]}) {
+      for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"), members[i].host}) {
         argv.push_back(a);
       }
-      argv.insert(argv.end(), argvs[i].begin(), argvs[i].end());
+      argv.insert(argv.end(), members[i].argv.begin(), members[i].argv.end());
+      names.push_back(absl::StrCat(members[i].name, " (MPI rank ", i, ")"));
     }
+    // mpirun's own stderr says which rank failed; the ranks' stderr comes back tagged.
     auto child = ChildProcess::Start("mpirun (" + role + ")", argv,
-                                     {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+                                     {.capture_stdout = true, .stderr_to_stdout = true});
     if (!child.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           child.status().message(), " (install openmpi-bin, or give --mpirun=PATH)"));
     }
-    return GroupBehindLauncher(*std::move(child), MpirunTagDemux());
+    int ranks = static_cast<int>(members.size());
+    return GroupBehindLauncher(*std::move(child), MpirunTagDemux(), std::move(names),
+                               [ranks](const std::string& text) { return FailedRankFromMpirunOutput(text, ranks); });
   }
 
  private:
@@ -315,14 +414,16 @@ absl::StatusOr<std::vector<int>> ParseSlurmTasksPerNode(const std::string& text)
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeSshLauncher(std::vector<std::string> slots,
+std::unique_ptr<Launcher> MakeLocalLauncher(int slots) { return std::make_unique<LocalLauncher>(slots); }
+
+absl::StatusOr<std::unique_ptr<Launcher>> MakeSshLauncher(std::vector<std::string> slots,
                                                                   const std::string& ssh) {
   std::vector<std::string> command = absl::StrSplit(ssh, ' ', absl::SkipEmpty());
   if (command.empty()) return absl::InvalidArgumentError("--ssh is empty; give the ssh client command");
   return std::make_unique<SshLauncher>(std::move(slots), std::move(command));
 }
 
-absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeSlurmLauncher(
+absl::StatusOr<std::unique_ptr<Launcher>> MakeSlurmLauncher(
     const std::string& srun, const std::vector<std::string>& srun_args, const std::string& work_dir) {
   const char* job = getenv("SLURM_JOB_ID");
   const char* nodelist = getenv("SLURM_JOB_NODELIST");
@@ -354,7 +455,7 @@ absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeSlurmLauncher(
   return std::make_unique<SlurmLauncher>(std::move(slots), srun, srun_args, work_dir);
 }
 
-absl::StatusOr<std::unique_ptr<ClusterLauncher>> MakeMpirunLauncher(
+absl::StatusOr<std::unique_ptr<Launcher>> MakeMpirunLauncher(
     std::vector<std::string> slots, const std::string& mpirun,
     const std::vector<std::string>& mpirun_args) {
   return std::make_unique<MpirunLauncher>(std::move(slots), mpirun, mpirun_args);

@@ -1,8 +1,8 @@
 // What every psbench launcher (psbench run on one machine; psbench ssh | slurm | mpirun on a
 // cluster) needs around the processes it starts: a clean stop on SIGINT/SIGTERM, a bound on
 // how long a run may take, and the workers' records merged into the run's results.
-#ifndef PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
-#define PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
+#ifndef PSBENCH_CLI_LAUNCH_LAUNCH_H_
+#define PSBENCH_CLI_LAUNCH_LAUNCH_H_
 
 #include <string>
 #include <vector>
@@ -38,4 +38,4 @@ int SaveRecords(const char* program, const std::string& json_path,
 
 }  // namespace psbench
 
-#endif  // PSBENCH_DEPLOY_LOCAL_LAUNCH_H_
+#endif  // PSBENCH_CLI_LAUNCH_LAUNCH_H_

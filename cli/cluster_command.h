@@ -2,8 +2,8 @@
 // PS on the first --num-ps slots, workers on the next ones; the PS addresses they print go to
 // the workers; every worker's records come back on its stdout and are gathered into one
 // table and one JSON Lines file, as `psbench run` does on one machine.
-#ifndef PSBENCH_DEPLOY_CLUSTER_CLUSTER_COMMAND_H_
-#define PSBENCH_DEPLOY_CLUSTER_CLUSTER_COMMAND_H_
+#ifndef PSBENCH_CLI_CLUSTER_COMMAND_H_
+#define PSBENCH_CLI_CLUSTER_COMMAND_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir);
 
 }  // namespace psbench
 
-#endif  // PSBENCH_DEPLOY_CLUSTER_CLUSTER_COMMAND_H_
+#endif  // PSBENCH_CLI_CLUSTER_COMMAND_H_

@@ -1,7 +1,7 @@
 // `psbench report FILE.jsonl... [--markdown=OUT.md] [--html=OUT.html] [--compare=A,B]`:
 // tables (Markdown) and a static HTML page with plots from psbench's JSON Lines results.
-#ifndef PSBENCH_DEPLOY_REPORT_REPORT_COMMAND_H_
-#define PSBENCH_DEPLOY_REPORT_REPORT_COMMAND_H_
+#ifndef PSBENCH_CLI_REPORT_REPORT_COMMAND_H_
+#define PSBENCH_CLI_REPORT_REPORT_COMMAND_H_
 
 #include <filesystem>
 
@@ -14,4 +14,4 @@ int RunReportCommand(int argc, char** argv, const std::filesystem::path& bin_dir
 
 }  // namespace psbench
 
-#endif  // PSBENCH_DEPLOY_REPORT_REPORT_COMMAND_H_
+#endif  // PSBENCH_CLI_REPORT_REPORT_COMMAND_H_

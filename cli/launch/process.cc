@@ -1,4 +1,4 @@
-#include "deploy/local/process.h"
+#include "cli/launch/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -60,6 +60,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     if (io.capture_stdout) dup2(out[1], STDOUT_FILENO);
+    if (io.capture_stdout && io.stderr_to_stdout) dup2(out[1], STDERR_FILENO);
     if (log_fd >= 0) {
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
@@ -138,9 +139,11 @@ absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Time deadline) {
   }
 }
 
-void ChildProcess::CloseStdin() {
-  if (stdin_fd_ >= 0) close(stdin_fd_);
+bool ChildProcess::CloseStdin() {
+  if (stdin_fd_ < 0) return false;
+  close(stdin_fd_);
   stdin_fd_ = -1;
+  return true;
 }
 
 std::optional<int> ChildProcess::Poll() {

@@ -1,4 +1,4 @@
-#include "deploy/report/report_data.h"
+#include "cli/report/report_data.h"
 
 #include <algorithm>
 #include <cctype>

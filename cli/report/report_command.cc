@@ -1,4 +1,4 @@
-#include "deploy/report/report_command.h"
+#include "cli/report/report_command.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,8 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/cli.h"
-#include "deploy/report/report_data.h"
-#include "deploy/report/report_render.h"
+#include "cli/report/report_data.h"
+#include "cli/report/report_render.h"
 #include "fmt/core.h"
 
 ABSL_FLAG(std::string, html, "",
@@ -157,7 +157,7 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
 }  // namespace
 
 int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/deploy/report/report_command.cc"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/cli/report/report_command.cc"});
   std::vector<std::string> files(positional.begin() + 1, positional.end());
   if (files.empty()) {
     Die(kProgram, "give one or more JSON Lines files (psbench run --json=FILE); see --help", kExitUsage);

@@ -1,4 +1,4 @@
-#include "deploy/local/launch.h"
+#include "cli/launch/launch.h"
 
 #include <signal.h>
 

@@ -4,7 +4,7 @@
 usage: psbench_plot.py PLOTS.json OUTDIR
 
 PLOTS.json ({"format": "psbench-plot/1", "series": [...], "plots": [...]}) holds exactly what
-to draw: psbench (deploy/report/report_data.cc) chose the series, the points, the axes and
+to draw: psbench (cli/report/report_data.cc) chose the series, the points, the axes and
 the labels, and tests them. This script only draws: one SVG per plot into OUTDIR, each
 series in the same colour in every plot, p99 dashed. Exit status: 0, 3 when matplotlib is
 missing, 1 on anything else, with one line on stderr saying why.

@@ -1,4 +1,4 @@
-#include "deploy/report/report_render.h"
+#include "cli/report/report_render.h"
 
 #include <cctype>
 

@@ -2,8 +2,8 @@
 // write, checks them, groups them into series and rows, and builds the tables and the plot
 // data that the Markdown, the HTML page and the plotting script show. Everything a reader of
 // the report sees is decided here (the script only draws), so it is tested here.
-#ifndef PSBENCH_DEPLOY_REPORT_REPORT_DATA_H_
-#define PSBENCH_DEPLOY_REPORT_REPORT_DATA_H_
+#ifndef PSBENCH_CLI_REPORT_REPORT_DATA_H_
+#define PSBENCH_CLI_REPORT_REPORT_DATA_H_
 
 #include <optional>
 #include <string>
@@ -91,4 +91,4 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseCompare(const std::stri
 
 }  // namespace psbench::report
 
-#endif  // PSBENCH_DEPLOY_REPORT_REPORT_DATA_H_
+#endif  // PSBENCH_CLI_REPORT_REPORT_DATA_H_

@@ -1,4 +1,4 @@
-#include "deploy/cluster/process_group.h"
+#include "cli/launch/process_group.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <deque>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace psbench {
 namespace {
@@ -54,13 +56,17 @@ class ChildGroup : public ProcessGroup {
     for (size_t i = 0; i < children_.size(); ++i) {
       auto st = children_[i].Poll();
       if (!st) return std::nullopt;
-      if (*st != 0 && !failed_) failed_ = static_cast<int>(i);
+      if (*st != 0 && !failed_) failed_ = Failure{static_cast<int>(i), ChildProcess::Describe(*st)};
       worst = std::max(worst, *st);
     }
     return worst;
   }
 
-  std::optional<int> FailedMember() const override { return failed_; }
+  std::optional<Failure> FailedMember() const override { return failed_; }
+  std::optional<int> MemberStatus(size_t i) override { return children_.at(i).Poll(); }
+  std::string MemberName(size_t i) const override {
+    return absl::StrCat(children_.at(i).name(), " (pid ", children_.at(i).pid(), ")");
+  }
   bool StopStatusIsMembers() const override { return true; }
 
   bool AllExited() {
@@ -72,9 +78,10 @@ class ChildGroup : public ProcessGroup {
     // then exits 255), while the remote process sees its input end, stops cleanly and ssh
     // passes its exit status on.
     absl::Time deadline = absl::Now() + grace;
-    for (auto& c : children_) c.CloseStdin();
+    bool closed = false;
+    for (auto& c : children_) closed |= c.CloseStdin();
     absl::Time polite = absl::Now() + grace / 2;
-    while (absl::Now() < polite && !AllExited()) absl::SleepFor(absl::Milliseconds(5));
+    while (closed && absl::Now() < polite && !AllExited()) absl::SleepFor(absl::Milliseconds(5));
     for (auto& c : children_) {
       if (!c.Poll()) kill(c.pid(), sig);
     }
@@ -90,13 +97,15 @@ class ChildGroup : public ProcessGroup {
   std::vector<ChildProcess> children_;
   std::vector<bool> open_;
   size_t next_ = 0;
-  std::optional<int> failed_;
+  std::optional<Failure> failed_;
 };
 
 class LauncherGroup : public ProcessGroup {
  public:
-  LauncherGroup(ChildProcess launcher, Demux demux)
-      : launcher_(std::move(launcher)), demux_(std::move(demux)) {}
+  LauncherGroup(ChildProcess launcher, Demux demux, std::vector<std::string> names,
+                FailureNamer name_failure)
+      : launcher_(std::move(launcher)), demux_(std::move(demux)), names_(std::move(names)),
+        name_failure_(std::move(name_failure)) {}
 
   absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) override {
     while (ready_.empty()) {
@@ -107,7 +116,11 @@ class LauncherGroup : public ProcessGroup {
         closed_ = true;
         continue;
       }
-      for (Line& l : demux_(*line)) ready_.push_back(std::move(l));
+      for (Line& l : demux_(*line)) {
+        // The launcher's own words, kept (bounded) for naming the member that failed.
+        if (l.member < 0 && own_text_.size() < (1 << 20)) absl::StrAppend(&own_text_, l.text, "\n");
+        ready_.push_back(std::move(l));
+      }
     }
     Line next = std::move(ready_.front());
     ready_.pop_front();
@@ -115,13 +128,21 @@ class LauncherGroup : public ProcessGroup {
   }
 
   std::optional<int> Poll() override { return launcher_.Poll(); }
-  std::optional<int> FailedMember() const override { return std::nullopt; }
+  std::optional<Failure> FailedMember() const override {
+    return name_failure_ ? name_failure_(own_text_) : std::nullopt;
+  }
+  std::string MemberName(size_t i) const override {
+    return i < names_.size() ? names_[i] : absl::StrCat("member ", i);
+  }
   bool StopStatusIsMembers() const override { return false; }
   int Stop(int sig, absl::Duration grace) override { return launcher_.Stop(sig, grace); }
 
  private:
   ChildProcess launcher_;
   Demux demux_;
+  std::vector<std::string> names_;
+  FailureNamer name_failure_;
+  std::string own_text_;
   std::deque<Line> ready_;
   bool closed_ = false;
 };
@@ -132,8 +153,11 @@ std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children
   return std::make_unique<ChildGroup>(std::move(children));
 }
 
-std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux) {
-  return std::make_unique<LauncherGroup>(std::move(launcher), std::move(demux));
+std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
+                                                  std::vector<std::string> member_names,
+                                                  FailureNamer name_failure) {
+  return std::make_unique<LauncherGroup>(std::move(launcher), std::move(demux),
+                                         std::move(member_names), std::move(name_failure));
 }
 
 }  // namespace psbench

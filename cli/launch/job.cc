@@ -1,0 +1,393 @@
+#include "cli/launch/job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/run_status.h"
+#include "cli/launch/launch.h"
+#include "cli/launch/ps_address.h"
+#include "fmt/core.h"
+#include "transports/rdma_flags.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+
+// --- the plan: who runs where ------------------------------------------------------------------
+
+struct Plan {
+  int num_ps = 1, num_workers = 1;
+  std::vector<std::string> ps_hosts, worker_hosts;
+};
+
+Plan MakePlan(const Launcher& launcher, const LaunchOptions& o, const Scenario& s) {
+  Plan p;
+  // Latency and bandwidth are point to point.
+  const bool all = EveryWorkerToEveryPs(s.benchmark);
+  p.num_ps = all ? o.num_ps : 1;
+  p.num_workers = all ? o.num_workers : 1;
+  const auto& slots = launcher.slots();
+  p.ps_hosts.assign(slots.begin(), slots.begin() + p.num_ps);
+  p.worker_hosts.assign(slots.begin() + p.num_ps, slots.begin() + p.num_ps + p.num_workers);
+  return p;
+}
+
+std::vector<std::string> WithLauncherFlags(std::vector<std::string> argv, const Launcher& launcher) {
+  for (const auto& a : launcher.ProcessFlags()) argv.push_back(a);
+  return argv;
+}
+
+// --- the PS's addresses ------------------------------------------------------------------------
+
+// Reads the PS group's lines until every PS has printed its address; other lines go to stderr.
+absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int num_ps,
+                                                         absl::Time deadline) {
+  std::vector<std::optional<std::string>> addresses(num_ps);
+  int known = 0;
+  const absl::Duration wait = deadline - absl::Now();
+  while (known < num_ps) {
+    if (Interrupted()) return absl::CancelledError("interrupted");
+    auto line = ps.ReadLine(std::min(deadline, absl::Now() + absl::Milliseconds(200)));
+    if (!line.ok()) {
+      if (absl::Now() < deadline) continue;
+      return absl::DeadlineExceededError(absl::StrCat(num_ps - known, " of ", num_ps,
+                                                      " PS printed no address within ",
+                                                      absl::FormatDuration(wait)));
+    }
+    if (!line->has_value()) {
+      // Every PS's stdout closed: say which one exited, and how.
+      absl::Time until = absl::Now() + absl::Seconds(2);
+      while (!ps.Poll() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+      int status = ps.Stop(SIGTERM, absl::Seconds(2));
+      auto failed = ps.FailedMember();
+      return absl::InternalError(absl::StrCat(
+          failed ? ps.MemberName(failed->member) : std::string("the PS"), " did not start (",
+          failed ? failed->what : ChildProcess::Describe(status), ")"));
+    }
+    auto [member, text, from_stderr] = **line;
+    auto address = from_stderr ? std::nullopt : PsDialAddress(text);
+    if (address && member >= 0 && member < num_ps && !addresses[member]) {
+      addresses[member] = *address;
+      ++known;
+    } else {
+      fmt::print(stderr, "{}\n", member >= 0 && !from_stderr ? absl::StrCat("PS ", member, ": ", text) : text);
+    }
+  }
+  std::vector<std::string> out;
+  for (auto& a : addresses) out.push_back(*a);
+  return out;
+}
+
+// --- gathering: records and progress from the workers' stdout ----------------------------------
+
+class Gatherer {
+ public:
+  Gatherer(ProcessGroup& workers, ProcessGroup* ps, int first_worker, int num_workers,
+           int num_ps, absl::Duration budget, const Scenario& s, bool keep_survivors)
+      : workers_(workers), ps_(ps), first_(first_worker), num_workers_(num_workers),
+        num_ps_(num_ps), budget_(budget), deadline_(absl::Now() + budget), scenario_(s),
+        keep_survivors_(keep_survivors), records_(num_workers), pending_(num_workers) {}
+
+  // Reads until every worker's stdout has closed, or the run fails.
+  absl::Status Run() {
+    while (failure_.ok()) {
+      if (Interrupted()) return failure_ = absl::CancelledError("interrupted");
+      if (absl::Now() > deadline_) {
+        return failure_ = absl::DeadlineExceededError(absl::StrCat(
+                   "the run did not finish within ", absl::FormatDuration(budget_), " (see --timeout)"));
+      }
+      CheckPs();
+      CheckWorkers();
+      if (!failure_.ok()) break;
+      RunStatus::Get().Tick();
+      DrainPs();
+      auto line = workers_.ReadLine(absl::Now() + absl::Milliseconds(100));
+      if (!line.ok()) continue;  // nothing yet
+      if (!line->has_value()) break;
+      Take(**line);
+    }
+    return failure_;
+  }
+
+  // After Run: the first worker that failed while its PS kept serving the others.
+  const absl::Status& lost() const { return lost_; }
+  std::vector<std::vector<json>>& records() { return records_; }
+
+ private:
+  std::string PsName(size_t i) {
+    return ps_ ? ps_->MemberName(i) : absl::StrCat("PS ", i);
+  }
+
+  // A PS that exits during the run fails it, and is the cause to report (its workers fail
+  // after it).
+  void CheckPs() {
+    if (ps_ == nullptr || !failure_.ok()) return;
+    for (int i = 0; i < num_ps_; ++i) {
+      if (auto st = ps_->MemberStatus(i)) {
+        failure_ = absl::InternalError(absl::StrCat(PsName(i), " ", ChildProcess::Describe(*st), " during the run"));
+        return;
+      }
+    }
+    if (auto st = ps_->Poll()) {
+      failure_ = absl::InternalError(absl::StrCat("the PS ", ChildProcess::Describe(*st), " during the run"));
+    }
+  }
+
+  // A worker that exits non-zero while its PS serves on is lost: alone, or with no one to
+  // keep records for, that fails the run; else the others get as long as a measurement takes
+  // from here (one that lost its peer at a barrier would otherwise wait out its deadline).
+  void CheckWorkers() {
+    if (!lost_.ok() || !failure_.ok()) return;
+    for (int w = 0; w < num_workers_; ++w) {
+      auto st = workers_.MemberStatus(first_ + w);
+      if (!st || *st == 0) continue;
+      absl::SleepFor(absl::Milliseconds(200));  // a PS going down is reaped, and named, first
+      CheckPs();
+      if (!failure_.ok()) return;
+      lost_ = absl::InternalError(absl::StrCat(workers_.MemberName(first_ + w), " ", ChildProcess::Describe(*st)));
+      if (num_workers_ == 1 || !keep_survivors_) {
+        failure_ = lost_;
+      } else if (scenario_.iterations <= 0) {
+        deadline_ = std::min(deadline_, absl::Now() + scenario_.warmup + scenario_.duration + absl::Seconds(10));
+      }
+      return;
+    }
+  }
+
+  // The PS's own lines during the run (their pipe must not fill): relayed.
+  void DrainPs() {
+    if (ps_ == nullptr) return;
+    while (true) {
+      auto line = ps_->ReadLine(absl::Now());
+      if (!line.ok() || !line->has_value()) return;
+      if (PsDialAddress((*line)->text)) continue;
+      fmt::print(stderr, "{}\n", (*line)->text);
+    }
+  }
+
+  void Take(const ProcessGroup::Line& line) {
+    int w = line.member - first_;
+    if (line.from_stderr || line.member < 0) {
+      fmt::print(stderr, "{}\n", line.text);  // a rank's stderr, or the launcher's own words
+      return;
+    }
+    if (w < 0) {  // a PS rank of the job: its address line, and what it says at exit
+      if (!PsDialAddress(line.text)) fmt::print(stderr, "{}\n", line.text);
+      return;
+    }
+    if (w >= num_workers_) return;
+    if (pending_[w].empty() && absl::StartsWith(line.text, kProgressPrefix)) {
+      RunStatus::Get().Update(w, line.text.substr(kProgressPrefix.size()));
+      return;
+    }
+    // srun and mpirun forward output in chunks (srun: 1 KiB, each labelled as a line of its
+    // own), so a record may come in pieces: a worker's text is gathered until it parses.
+    if (absl::StartsWith(line.text, "{") || !pending_[w].empty()) {
+      constexpr size_t kMaxRecordBytes = 64 << 20;
+      pending_[w] += line.text;
+      if (!json::accept(pending_[w])) {
+        if (pending_[w].size() > kMaxRecordBytes) {
+          failure_ = absl::DataLossError(absl::StrCat("worker ", w, " printed ", pending_[w].size(),
+                                                      " bytes that are not a JSON record"));
+        }
+        return;
+      }
+      json record = json::parse(pending_[w]);
+      pending_[w].clear();
+      if (!record.is_object() || !(record.contains("benchmark") || record.contains("kind"))) {
+        failure_ = absl::DataLossError(absl::StrCat("worker ", w, " printed a JSON line that is not a psbench record"));
+        return;
+      }
+      records_[w].push_back(std::move(record));
+      return;
+    }
+    fmt::print(stderr, "worker {}: {}\n", w, line.text);
+  }
+
+  static constexpr absl::string_view kProgressPrefix = "#progress ";
+
+  ProcessGroup& workers_;
+  ProcessGroup* ps_;
+  const int first_, num_workers_, num_ps_;
+  const absl::Duration budget_;
+  absl::Time deadline_;
+  const Scenario& scenario_;
+  const bool keep_survivors_;
+  std::vector<std::vector<json>> records_;
+  std::vector<std::string> pending_;
+  absl::Status failure_, lost_;
+};
+
+// Waits (bounded) for a group whose stdout has closed to exit; its worst status.
+int AwaitExit(ProcessGroup& g) {
+  absl::Time until = absl::Now() + absl::Seconds(30);
+  std::optional<int> status;
+  while (!(status = g.Poll()) && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  return status ? *status : g.Stop(SIGTERM, absl::Seconds(5));
+}
+
+// "PS 0 (MPI rank 0) exited on signal 9 (Killed)", or how the group ended.
+std::string DescribeFailure(ProcessGroup& g, int status, const std::string& who) {
+  if (auto f = g.FailedMember()) return absl::StrCat(g.MemberName(f->member), " ", f->what);
+  return absl::StrCat(who, " ", ChildProcess::Describe(status));
+}
+
+// Every record says how it was obtained: the psbench command, the worker's own, where the
+// processes ran and the run's label.
+void Stamp(std::vector<json>& records, const LaunchOptions& o, const json& placement) {
+  for (json& r : records) {
+    if (r.contains("command")) r["worker_command"] = r["command"];
+    r["command"] = o.command;
+    r["cluster"] = placement;
+    if (!o.label.empty()) r["label"] = o.label;
+  }
+}
+
+}  // namespace
+
+absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans) {
+  if (o.timeout > absl::ZeroDuration()) return o.timeout;
+  return o.training || s.benchmark == Benchmark::kUpdates ? s.connect_timeout + absl::Hours(1)
+                                                          : RunBudget(s, plans);
+}
+
+std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s) {
+  std::vector<std::string> argv = {o.bin_dir + "/psbench-ps", "--listen=" + o.ps_listen, "--port=0",
+                                   "--transport=" + s.transport, absl::StrCat("--threads=", o.ps_threads)};
+  if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
+  if (s.busy_poll) argv.push_back("--busy-poll");
+  if (s.transport == "grpc+verbs") {
+    for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
+  }
+  for (const auto& a : o.ps_security_args) argv.push_back(a);
+  return argv;
+}
+
+std::vector<std::string> WorkerCommandLine(const LaunchOptions& o, const Scenario& s, int w) {
+  std::vector<std::string> argv = {
+      o.bin_dir + "/psbench-worker",
+      // base64url: one word that ssh, srun's --multi-prog and mpirun all pass as it is.
+      "--scenario-base64=" + absl::WebSafeBase64Escape(ScenarioToJson(s).dump()),
+      absl::StrCat("--worker-index=", w), "--json=-", "--quiet"};
+  if (auto f = RunStatus::Get().WorkerFlag(); !f.empty()) argv.push_back(f);
+  for (const auto& a : o.worker_args) argv.push_back(a);
+  for (const auto& a : o.worker_security_args) argv.push_back(a);
+  if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
+  return argv;
+}
+
+absl::StatusOr<std::vector<json>> RunJob(Launcher& launcher, const LaunchOptions& o, Scenario s,
+                                         size_t plans, int run_number, bool aggregate,
+                                         std::vector<json>* survivors) {
+  const Plan plan = MakePlan(launcher, o, s);
+  s.num_workers = plan.num_workers;
+  s.run_id = absl::StrCat("run-", getpid(), "-", run_number);
+  s.ps.clear();
+  const absl::Duration budget = JobBudget(o, s, plans);
+  json placement = {{"launcher", launcher.name()}, {"ps_hosts", plan.ps_hosts}, {"worker_hosts", plan.worker_hosts}};
+  const std::vector<std::string> ps_argv = WithLauncherFlags(PsCommandLine(o, s), launcher);
+  std::vector<LaunchMember> ps_members;
+  for (int i = 0; i < plan.num_ps; ++i) ps_members.push_back({plan.ps_hosts[i], ps_argv, absl::StrCat("PS ", i)});
+  auto worker_members = [&] {
+    std::vector<LaunchMember> out;
+    for (int w = 0; w < plan.num_workers; ++w) {
+      out.push_back({plan.worker_hosts[w], WithLauncherFlags(WorkerCommandLine(o, s, w), launcher),
+                     absl::StrCat("worker ", w)});
+    }
+    return out;
+  };
+
+  // --- start ---
+  std::unique_ptr<ProcessGroup> ps, workers;
+  int first_worker = 0;
+  if (TransportLaunchesAsJob(s.transport)) {
+    // One MPI job: ranks 0..P-1 are the PS; the workers find them through the job.
+    std::vector<LaunchMember> members = ps_members;
+    for (auto& m : worker_members()) members.push_back(std::move(m));
+    auto job = launcher.Start("job", members);
+    if (!job.ok()) return job.status();
+    workers = *std::move(job);
+    first_worker = plan.num_ps;
+  } else {
+    auto started = launcher.Start("ps", ps_members);
+    if (!started.ok()) return started.status();
+    ps = *std::move(started);
+    auto addresses = AwaitPsAddresses(*ps, plan.num_ps, absl::Now() + s.connect_timeout + absl::Seconds(30));
+    if (!addresses.ok()) {
+      ps->Stop(SIGTERM, absl::Seconds(5));
+      return addresses.status();
+    }
+    s.ps = *addresses;
+    placement["ps_addresses"] = *addresses;
+    auto w = launcher.Start("workers", worker_members());
+    if (!w.ok()) {
+      ps->Stop(SIGTERM, absl::Seconds(5));
+      return w.status();
+    }
+    workers = *std::move(w);
+  }
+
+  // --- gather ---
+  RunStatus::Get().Start(s, plan.num_ps, plan.num_workers);
+  Gatherer gather(*workers, ps.get(), first_worker, plan.num_workers, plan.num_ps, budget, s,
+                  survivors != nullptr);
+  absl::Status failure = gather.Run();
+  RunStatus::Get().Stop();
+
+  // --- stop ---
+  int worker_status = failure.ok() ? AwaitExit(*workers) : workers->Stop(SIGTERM, absl::Seconds(2));
+  if (failure.ok() && worker_status != 0 && gather.lost().ok()) {
+    failure = absl::InternalError(absl::StrCat(
+        DescribeFailure(*workers, worker_status, first_worker > 0 ? "the job" : "a worker"),
+        first_worker > 0 ? absl::StrCat(" (", launcher.name(), " ended the job: ", plan.num_ps,
+                                        " PS ranks first, then ", plan.num_workers, " worker ranks)")
+                         : std::string(" (its messages are above)")));
+  }
+  if (ps) {
+    int st = ps->Stop(SIGTERM, absl::Seconds(10));
+    // A PS told to stop exits 0 (what ssh passes on; srun and mpirun report their own ending).
+    if (failure.ok() && ps->StopStatusIsMembers() && st != 0) {
+      failure = absl::InternalError(absl::StrCat(DescribeFailure(*ps, st, "the PS"), " at shutdown"));
+    }
+  }
+  if (!failure.ok()) return failure;
+  std::vector<std::string> names;
+  for (int w = 0; w < plan.num_workers; ++w) names.push_back(workers->MemberName(first_worker + w));
+  if (!gather.lost().ok()) {
+    // The workers that finished wrote valid records of their own; keep them.
+    std::vector<std::vector<json>> kept;
+    std::vector<std::string> kept_names;
+    for (int w = 0; w < plan.num_workers; ++w) {
+      if (workers->MemberStatus(first_worker + w) == 0) {
+        kept.push_back(std::move(gather.records()[w]));
+        kept_names.push_back(names[w]);
+      }
+    }
+    size_t finished = kept.size();
+    if (!kept.empty() && survivors != nullptr) {
+      auto records = MergeWorkerRecords(std::move(kept), plans, /*aggregate=*/false, kept_names);
+      if (records.ok()) {
+        Stamp(*records, o, placement);
+        *survivors = *std::move(records);
+      }
+    }
+    return absl::InternalError(absl::StrCat(gather.lost().message(), "; ", finished, " of ",
+                                            plan.num_workers,
+                                            " workers finished, their records (which say a peer "
+                                            "was lost) are kept"));
+  }
+  auto records = MergeWorkerRecords(std::move(gather.records()), plans, aggregate, names);
+  if (!records.ok()) return records.status();
+  Stamp(*records, o, placement);
+  return records;
+}
+
+}  // namespace psbench

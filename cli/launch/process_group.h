@@ -1,0 +1,71 @@
+// Processes a launcher started together (every PS, every worker, or one MPI job of both),
+// whose stdout comes back as lines tagged with the member's index: one child (local) or ssh
+// client per member, or one srun / mpirun whose output carries each task's rank.
+#ifndef PSBENCH_CLI_LAUNCH_PROCESS_GROUP_H_
+#define PSBENCH_CLI_LAUNCH_PROCESS_GROUP_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/launch/process.h"
+
+namespace psbench {
+
+class ProcessGroup {
+ public:
+  struct Line {
+    int member = -1;  // -1: the launcher's own output, not one member's
+    std::string text;
+    bool from_stderr = false;  // a member's stderr that the launcher tagged (mpirun)
+  };
+  // A member that failed, and how ("exited with status 1", "exited on signal 9 (Killed)").
+  struct Failure {
+    int member = -1;
+    std::string what;
+  };
+
+  virtual ~ProcessGroup() = default;
+
+  // The next stdout line of any member, waiting at most until `deadline` (DeadlineExceeded).
+  // nullopt once every member's stdout has closed.
+  virtual absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) = 0;
+  // Once every process of the group has exited: the worst exit status (128+signal for a
+  // signal); which member failed, when the launcher can tell, is in FailedMember().
+  virtual std::optional<int> Poll() = 0;
+  virtual std::optional<Failure> FailedMember() const = 0;
+  // Member i's exit status once it has exited, where members are processes of their own
+  // (local, ssh); nullopt while it runs, or always where one launcher process stands for
+  // them all (srun, mpirun end the whole step or job at the first failure).
+  virtual std::optional<int> MemberStatus(size_t i) { return std::nullopt; }
+  // How messages name member i: "worker 1 (pid 4711)", "PS 0 on node2 (pid 812)".
+  virtual std::string MemberName(size_t i) const = 0;
+  // Sends `sig` to the group's processes, SIGKILL after `grace`; returns the worst status.
+  virtual int Stop(int sig, absl::Duration grace) = 0;
+  // Whether Stop's status is the members' own: srun and mpirun report their own ending
+  // (non-zero when told to stop), ssh passes on the remote process's.
+  virtual bool StopStatusIsMembers() const = 0;
+};
+
+// Every member is a process of its own (local children, ssh clients); ChildProcess::name()
+// names it.
+std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children);
+
+// One launcher process (srun --label, mpirun --tag-output) whose stdout carries each
+// member's output tagged: `demux` turns each line the launcher prints into the members'
+// complete lines (none, when it only continued a line; member -1 for untagged text).
+// `name_failure`, when given, reads the launcher's own (untagged) output for the member
+// that failed (mpirun names the rank).
+using Demux = std::function<std::vector<ProcessGroup::Line>(const std::string&)>;
+using FailureNamer = std::function<std::optional<ProcessGroup::Failure>(const std::string&)>;
+std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
+                                                  std::vector<std::string> member_names,
+                                                  FailureNamer name_failure = nullptr);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_CLI_LAUNCH_PROCESS_GROUP_H_

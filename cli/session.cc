@@ -1,0 +1,201 @@
+#include "cli/session.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "bench/cli.h"
+#include "bench/report.h"
+#include "bench/run_status.h"
+#include "cli/compare.h"
+#include "cli/launch/launch.h"
+#include "cli/launch_flags.h"
+#include "fmt/core.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kProgram[] = "psbench";
+
+// The tour's last line: per scheme, the headline figure of each benchmark.
+struct Headline {
+  std::string scheme;
+  std::map<std::string, std::string> by_benchmark;
+};
+
+void AddHeadline(std::vector<Headline>& headlines, const Scenario& s, const json& last) {
+  std::string scheme(SchemeName(s.payload.scheme));
+  if (headlines.empty() || headlines.back().scheme != scheme) headlines.push_back({scheme, {}});
+  std::string cell;
+  if (s.benchmark == Benchmark::kLatency) cell = fmt::format("{:.1f}", last["latency_us"]["p50"].get<double>());
+  if (s.benchmark == Benchmark::kBandwidth) cell = fmt::format("{:.1f}", last["mb_per_s"].get<double>());
+  if (s.benchmark == Benchmark::kThroughput) cell = fmt::format("{:.1f}", last["rpc_per_s"].get<double>());
+  headlines.back().by_benchmark[std::string(BenchmarkName(s.benchmark))] = cell;
+}
+
+void PrintHeadlines(const std::vector<Headline>& headlines, const Scenario& first,
+                    const std::string& json_path) {
+  fmt::print("\n# Summary ({} {}): latency p50 usec | bandwidth MB/s | throughput total RPC/s\n",
+             first.transport, std::string(WireModeName(first.mode)));
+  fmt::print("{:>10} {:>14} {:>16} {:>18}\n", "#scheme", "latency p50", "bandwidth MB/s", "throughput RPC/s");
+  for (const auto& h : headlines) {
+    auto get = [&h](const char* k) {
+      auto it = h.by_benchmark.find(k);
+      return it == h.by_benchmark.end() ? std::string("-") : it->second;
+    };
+    fmt::print("{:>10} {:>14} {:>16} {:>18}\n", h.scheme, get("latency"), get("bandwidth"), get("throughput"));
+  }
+  if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
+}
+
+// What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
+// plan is resolved now, so a bad trace fails before any process starts.
+std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
+                                                     const std::vector<CompareEntry>& compare) {
+  std::vector<Benchmark> benchmarks = {base.benchmark};
+  std::vector<Scheme> schemes = {base.payload.scheme};
+  if (tour) {
+    benchmarks = {Benchmark::kLatency, Benchmark::kBandwidth, Benchmark::kThroughput};
+    if (!FlagWasSet("scheme") && !base.sweep) {
+      schemes = {Scheme::kUniform, Scheme::kRandom, Scheme::kSkew};
+      if (base.payload.categories.size() < 2) schemes = {Scheme::kUniform};
+    }
+    if (!FlagWasSet("warmup") && !FlagWasSet("warmup-iterations")) base.warmup = absl::Seconds(1);
+    if (!FlagWasSet("duration") && !FlagWasSet("iterations")) base.duration = absl::Seconds(3);
+  }
+  std::vector<std::pair<Scenario, size_t>> runs;
+  for (Scheme scheme : schemes) {
+    for (Benchmark b : benchmarks) {
+      Scenario s = base;
+      s.benchmark = b;
+      s.payload.scheme = scheme;
+      if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+      for (const CompareEntry& e : compare) {
+        Scenario c = s;
+        c.transport = e.transport;
+        c.mode = e.mode;
+        if (absl::Status st = ValidateScenario(c); !st.ok()) {
+          Die(kProgram, absl::StrCat(e.label, ": ", std::string(st.message())), kExitUsage);
+        }
+      }
+      auto plans = s.Plans();
+      if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+      runs.emplace_back(s, plans->size());
+    }
+  }
+  return runs;
+}
+
+// Runs `runs` one after the other, a table row per record as it comes; stops at the first
+// failure (a lost worker's survivors still print and are saved). Returns the exit status.
+int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
+  TablePrinter table;
+  std::vector<Headline> headlines;
+  const std::string& json_path = session.json_path;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const auto& [s, plans] = runs[r];
+    RunStatus::Get().SetRun(static_cast<int>(r) + 1, static_cast<int>(runs.size()));
+    std::vector<json> survivors;
+    auto results = session.Run(s, plans, static_cast<int>(r), &survivors);
+    if (!results.ok() && !survivors.empty()) {
+      // A lost worker fails the run; the others' records are still measurements.
+      for (const json& rec : survivors) table.Print(rec);
+      if (!json_path.empty()) {
+        if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
+          fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+        }
+      }
+      std::fflush(stdout);
+    }
+    if (!results.ok()) {
+      fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
+                 SchemeName(s.payload.scheme), std::string(results.status().message()));
+      return Interrupted() ? 130 : kExitRuntime;
+    }
+    for (const json& rec : *results) table.Print(rec);
+    if (!json_path.empty()) {
+      if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
+        fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+        return kExitRuntime;
+      }
+    }
+    if (tour) AddHeadline(headlines, s, results->back());
+  }
+  if (tour) PrintHeadlines(headlines, runs[0].first, json_path);
+  return 0;
+}
+
+}  // namespace
+
+Launcher* Session::LauncherFor(const std::string& transport) const {
+  return TransportLaunchesAsJob(transport) ? job_launcher.get() : launcher.get();
+}
+
+absl::StatusOr<std::vector<json>> Session::Run(const Scenario& s, size_t plans, int number,
+                                               std::vector<json>* survivors) {
+  Launcher* l = LauncherFor(s.transport);
+  if (l == nullptr) return absl::FailedPreconditionError(absl::StrCat("psbench ", name, " cannot start ", s.transport));
+  const bool aggregate = s.benchmark == Benchmark::kThroughput && !options.training;
+  return RunJob(*l, options, s, plans, number, aggregate, survivors);
+}
+
+absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std::string>& transports) {
+  for (const std::string& t : transports) {
+    Launcher* l = session.LauncherFor(t);
+    if (l == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--transport=", t, " runs PS and workers as one MPI job, which psbench ", session.name,
+          " cannot start: use psbench run (one machine), psbench mpirun or psbench slurm"));
+    }
+    if (absl::Status st = l->Check(); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+int RunSession(Session& session, Scenario base) {
+  base.tls = session.options.tls;
+  if (FlagWasSet("trainer")) return RunTraining(session, base);
+  if (base.benchmark == Benchmark::kUpdates) return RunUpdates(session, base);
+
+  std::vector<CompareEntry> compare;
+  std::vector<std::string> transports = {base.transport};
+  if (FlagWasSet("transports")) {
+    if (FlagWasSet("transport")) Die(kProgram, "give --transport or --transports, not both", kExitUsage);
+    auto entries = ParseTransportList(TransportsFlag(), base.mode);
+    if (!entries.ok()) Die(kProgram, entries.status(), kExitUsage);
+    compare = *std::move(entries);
+    transports.clear();
+    for (const auto& e : compare) transports.push_back(e.transport);
+  }
+  const bool tour = !FlagWasSet("benchmark");
+  const LaunchOptions& o = session.options;
+  if (!tour && !EveryWorkerToEveryPs(base.benchmark) && (o.num_ps > 1 || o.num_workers > 1)) {
+    Die(kProgram,
+        absl::StrCat("--benchmark=", BenchmarkName(base.benchmark),
+                     " is point to point (1 PS, 1 worker); use --benchmark=throughput for "
+                     "--num-ps/--num-workers above 1"),
+        kExitUsage);
+  }
+  auto runs = ResolveRuns(base, tour, compare);
+  if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
+  StopOnSignals();
+  if (tour) {
+    fmt::print("# psbench default tour: {} runs{}, warm-up {} + {} each; throughput {} workers x {} PS\n{}",
+               runs.size() * std::max<size_t>(compare.size(), 1),
+               compare.empty() ? std::string()
+                               : absl::StrCat(" (", runs.size(), " per transport x ", compare.size(), ")"),
+               absl::FormatDuration(base.warmup), absl::FormatDuration(base.duration), o.num_workers,
+               o.num_ps, compare.empty() ? "\n" : "");
+  }
+  std::fflush(stdout);
+  if (!compare.empty()) {
+    RunOne run_one = [&session](const Scenario& s, size_t plans, int number) {
+      return session.Run(s, plans, number);
+    };
+    return RunComparison(compare, runs, run_one, session.json_path, o.command);
+  }
+  return RunBenchmarks(session, runs, tour);
+}
+
+}  // namespace psbench

@@ -1,0 +1,136 @@
+// psbench run --trainer and --benchmark=updates, on any launcher: PS and workers as for
+// throughput (every worker to every PS), then a table per worker and the records.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/cli.h"
+#include "bench/scenario_flags.h"
+#include "cli/launch/launch.h"
+#include "cli/session.h"
+#include "fmt/core.h"
+#include "worker/trainer_flags.h"
+#include "worker/updates_worker.h"
+#ifdef PSBENCH_HAVE_TRAINER
+#include "absl/algorithm/container.h"
+#include "worker/trainer/network.h"
+#endif
+
+namespace psbench {
+namespace {
+constexpr char kProgram[] = "psbench";
+using nlohmann::json;
+}  // namespace
+
+int RunTraining(Session& session, Scenario s) {
+  LaunchOptions& o = session.options;
+  const std::vector<std::string>& command = o.command;
+  auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
+  if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+#ifdef PSBENCH_HAVE_TRAINER
+  // Refuse a bad model or engine here, before any process starts.
+  if (auto model = trainer::BuildModel(settings->model); !model.ok())
+    Die(kProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
+  if (!absl::c_linear_search(trainer::EngineNames(), settings->engine)) {
+    Die(kProgram, absl::StrCat("--engine=", settings->engine, " is not built in; this psbench has: ",
+                               absl::StrJoin(trainer::EngineNames(), ", ")),
+        kExitUsage);
+  }
+#else
+  Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; see "
+                "deploy/install-deps.sh)", kExitUsage);
+#endif
+  for (const char* flag : {"benchmark", "transports", "scheme", "sizes", "duration", "iterations"}) {
+    if (FlagWasSet(flag)) {
+      Die(kProgram, absl::StrCat("--", flag, " does not apply to --trainer (a training run's "
+                                 "payloads are the model's gradients; see --steps)"),
+          kExitUsage);
+    }
+  }
+  s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
+  if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+  if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
+  o.training = true;
+  o.worker_args = TrainerWorkerArgs(*settings);
+  StopOnSignals();
+  fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {} ({}), {} SGD, "
+             "{} steps after {} warm-up, tls {}\n",
+             settings->model, settings->batch, o.num_workers, o.num_ps, s.transport,
+             std::string(WireModeName(s.mode)), settings->sync ? "synchronous" : "asynchronous",
+             settings->steps, settings->warmup_steps, s.tls ? "on" : "off");
+  auto results = session.Run(s, 1, 0);
+  if (!results.ok()) {
+    fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
+    return Interrupted() ? 130 : kExitRuntime;
+  }
+  double total = 0;
+  fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "#worker", "images/s", "step ms",
+             "compute ms", "comm ms", "loss");
+  for (const json& rec : *results) {
+    total += rec["images_per_s"].get<double>();
+    fmt::print("{:>8} {:>12.2f} {:>12.1f} {:>12.1f} {:>12.1f} {:>10.3f}\n",
+               rec["worker_index"].get<int>(), rec["images_per_s"].get<double>(),
+               1e3 * rec["step"]["mean_s"].get<double>(), 1e3 * rec["compute"]["mean_s"].get<double>(),
+               1e3 * rec["communication"]["mean_s"].get<double>(), rec["loss_last"].get<double>());
+  }
+  json summary = {{"kind", "train_total"},
+                  {"model", settings->model},
+                  {"batch", settings->batch},
+                  {"transport", s.transport},
+                  {"mode", WireModeName(s.mode)},
+                  {"tls", s.tls},
+                  {"sync", settings->sync},
+                  {"num_ps", o.num_ps},
+                  {"num_workers", o.num_workers},
+                  {"images_per_s", total},
+                  {"command", command}};
+  if (!o.label.empty()) summary["label"] = o.label;
+  summary["cluster"] = results->front()["cluster"];
+  fmt::print("{:>8} {:>12.2f}\n", "total", total);
+  results->push_back(summary);
+  return SaveRecords(kProgram, session.json_path, *results);
+}
+
+// psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),
+// every worker to every PS. Prints one line per worker and what each PS applied; a worker
+// that finds a parameter that is not exact names it on stderr and the run exits 1.
+int RunUpdates(Session& session, Scenario s) {
+  LaunchOptions& o = session.options;
+  auto settings = UpdatesSettingsFromFlags(o.num_workers);
+  if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
+  if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+  auto plans = s.Plans();
+  if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+  const size_t tensors = plans->front().Sizes(0).size();
+  if (tensors < static_cast<size_t>(o.num_ps)) {
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payload's buffers) for ",
+                               o.num_ps, " PS; each PS needs at least one (raise --buffers)"),
+        kExitUsage);
+  }
+  if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
+  o.worker_args = UpdatesWorkerArgs(*settings);
+  StopOnSignals();
+  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {} ({}), {} SGD, {} steps, "
+             "model {} ({} tensors), seed {}, tls {}\n",
+             o.num_workers, o.num_ps, s.transport, std::string(WireModeName(s.mode)),
+             settings->sync ? "synchronous" : "asynchronous", settings->steps,
+             plans->front().Summary(), tensors, s.payload.seed, s.tls ? "on" : "off");
+  auto results = session.Run(s, 1, 0);
+  if (!results.ok()) {
+    fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
+    return Interrupted() ? 130 : kExitRuntime;
+  }
+  fmt::print("{:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>8}  {}\n", "#worker", "steps", "seconds",
+             "steps/s", "MB/s", "elements", "result", "updates each PS had applied when read");
+  for (const json& rec : *results) {
+    std::string applied;
+    for (const json& p : rec["placement"]) {
+      absl::StrAppend(&applied, applied.empty() ? "" : " ", p["applied"]["updates"].get<uint64_t>());
+    }
+    fmt::print("{:>8} {:>8} {:>10.3f} {:>10.1f} {:>10.1f} {:>12} {:>8}  {}\n",
+               rec["worker_index"].get<int>(), rec["steps"].get<int>(), rec["seconds"].get<double>(),
+               rec["steps_per_s"].get<double>(), rec["mb_per_s"].get<double>(),
+               rec["elements_checked"].get<uint64_t>(), rec["result"].get<std::string>(), applied);
+  }
+  return SaveRecords(kProgram, session.json_path, *results);
+}
+
+}  // namespace psbench
