@@ -327,6 +327,12 @@ absl::StatusOr<std::vector<json>> RunJob(Launcher& launcher, const LaunchOptions
     }
     s.ps = *addresses;
     placement["ps_addresses"] = *addresses;
+    if (launcher.name() != "local") {  // on a cluster, where each PS is to be found
+      for (int i = 0; i < plan.num_ps; ++i) {
+        fmt::print("# PS {} ({}) listening on {}\n", i, plan.ps_hosts[i], (*addresses)[i]);
+      }
+      std::fflush(stdout);
+    }
     auto w = launcher.Start("workers", worker_members());
     if (!w.ok()) {
       ps->Stop(SIGTERM, absl::Seconds(5));
@@ -346,7 +352,10 @@ absl::StatusOr<std::vector<json>> RunJob(Launcher& launcher, const LaunchOptions
   int worker_status = failure.ok() ? AwaitExit(*workers) : workers->Stop(SIGTERM, absl::Seconds(2));
   if (failure.ok() && worker_status != 0 && gather.lost().ok()) {
     failure = absl::InternalError(absl::StrCat(
-        DescribeFailure(*workers, worker_status, first_worker > 0 ? "the job" : "a worker"),
+        DescribeFailure(*workers, worker_status,
+                        first_worker == 0              ? std::string("a worker")
+                        : launcher.name() == "slurm" ? std::string("srun")
+                                                     : launcher.name()),
         first_worker > 0 ? absl::StrCat(" (", launcher.name(), " ended the job: ", plan.num_ps,
                                         " PS ranks first, then ", plan.num_workers, " worker ranks)")
                          : std::string(" (its messages are above)")));
