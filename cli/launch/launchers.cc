@@ -196,7 +196,7 @@ class SshLauncher : public Launcher {
       argv.push_back(m.host);
       argv.push_back("exec " + absl::StrJoin(quoted, " "));
       auto child = ChildProcess::Start(absl::StrCat(m.name, " on ", m.host), argv,
-                                       {.capture_stdout = true, .log_file = "", .hold_stdin = true});
+                                       {.capture_stdout = true, .hold_stdin = true});
       if (!child.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat(child.status().message(), " (give the ssh client with --ssh=COMMAND)"));
@@ -257,7 +257,7 @@ class SlurmLauncher : public Launcher {
     argv.push_back("--multi-prog");
     argv.push_back(conf);
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
-                                     {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+                                     {.capture_stdout = true, .hold_stdin = false});
     if (!child.ok()) return child.status();
     return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names));
   }
@@ -331,7 +331,7 @@ class MpirunLauncher : public Launcher {
 
 // Runs `argv` and returns its stdout (for scontrol).
 absl::StatusOr<std::string> Capture(const std::vector<std::string>& argv) {
-  auto child = ChildProcess::Start(argv[0], argv, {.capture_stdout = true, .log_file = "", .hold_stdin = false});
+  auto child = ChildProcess::Start(argv[0], argv, {.capture_stdout = true, .hold_stdin = false});
   if (!child.ok()) return child.status();
   std::string out;
   absl::Time deadline = absl::Now() + absl::Seconds(30);

@@ -26,16 +26,9 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   if (argv[0].find('/') != std::string::npos && access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(errno)));
   }
-  int log_fd = -1;
-  if (!io.log_file.empty()) {
-    log_fd = open(io.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-      return absl::InternalError(absl::StrCat("cannot write ", io.log_file, ": ", strerror(errno)));
-    }
-  }
   int out[2] = {-1, -1}, in[2] = {-1, -1}, exec_error[2] = {-1, -1};
   auto close_all = [&] {
-    for (int fd : {log_fd, out[0], out[1], in[0], in[1], exec_error[0], exec_error[1]}) {
+    for (int fd : {out[0], out[1], in[0], in[1], exec_error[0], exec_error[1]}) {
       if (fd >= 0) close(fd);
     }
   };
@@ -61,10 +54,6 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
     if (getppid() != parent) _exit(127);
     if (io.capture_stdout) dup2(out[1], STDOUT_FILENO);
     if (io.capture_stdout && io.stderr_to_stdout) dup2(out[1], STDERR_FILENO);
-    if (log_fd >= 0) {
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-    }
     if (io.hold_stdin) {
       dup2(in[0], STDIN_FILENO);
     } else if (int null = open("/dev/null", O_RDONLY); null >= 0) {
@@ -95,7 +84,6 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
     close(in[0]);
     child.stdin_fd_ = in[1];
   }
-  if (log_fd >= 0) close(log_fd);
   close(exec_error[0]);
   return child;
 }

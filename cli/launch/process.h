@@ -18,8 +18,6 @@ class ChildProcess {
  public:
   struct Io {
     bool capture_stdout = false;  // stdout to a pipe read with ReadLine; else inherited
-    // stdout and stderr both to this file instead (a launcher whose output is read once done)
-    std::string log_file;
     // stdin from a pipe held open until this object goes (or we die): a remote launcher's
     // processes (ssh) see its end and exit; else stdin is /dev/null
     bool hold_stdin = false;
