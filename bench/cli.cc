@@ -14,6 +14,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -36,16 +37,29 @@ std::set<std::string, std::less<>>& SetFlags() {
   return *set;
 }
 
+// Whether `flag` is one of those `flag_files` names: "FILE" takes every flag defined in a
+// file whose path ends with FILE, "FILE:a,b" only flags a and b of it (Abseil names).
+bool Selected(const absl::CommandLineFlag& flag, const std::vector<std::string>& flag_files) {
+  for (const std::string& spec : flag_files) {
+    absl::string_view file = spec, names;
+    if (auto colon = file.find(':'); colon != absl::string_view::npos) {
+      names = file.substr(colon + 1);
+      file = file.substr(0, colon);
+    }
+    if (!absl::EndsWith(flag.Filename(), file)) continue;
+    if (names.empty()) return true;
+    for (absl::string_view n : absl::StrSplit(names, ',')) {
+      if (n == flag.Name()) return true;
+    }
+  }
+  return false;
+}
+
 void PrintHelp(absl::string_view usage, const std::vector<std::string>& flag_files) {
   fmt::print("{}\n\nFlags:\n", std::string(usage));
   std::vector<absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    for (const auto& f : flag_files) {
-      if (absl::EndsWith(flag->Filename(), f)) {
-        flags.push_back(flag);
-        break;
-      }
-    }
+    if (Selected(*flag, flag_files)) flags.push_back(flag);
   }
   std::sort(flags.begin(), flags.end(),
             [](auto* a, auto* b) { return a->Name() < b->Name(); });
@@ -123,11 +137,7 @@ absl::StatusOr<std::vector<std::string>> ParseFlags(int argc, char** argv,
         has_value = true;
       }
     }
-    bool ours = false;
-    if (flag != nullptr) {
-      for (const auto& f : flag_files) ours |= absl::EndsWith(flag->Filename(), f);
-    }
-    if (flag == nullptr || !ours) {
+    if (flag == nullptr || !Selected(*flag, flag_files)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", shown));
     }
     if (!has_value) {

@@ -19,7 +19,8 @@ inline constexpr int kExitUsage = 2;
 
 // Parses argv[1..] into the registered Abseil flags. Returns the positional arguments.
 // Only flags defined in source files whose path ends with one of `flag_files` (e.g.
-// "/worker/worker_main.cc") are accepted; --help prints `usage` and those flags, then exits
+// "/worker/worker_main.cc") are accepted, or only some of a file's ("/cli/launch_flags.cc:json",
+// Abseil names after the colon); --help prints `usage` and those flags, then exits
 // 0. Errors exit 2.
 std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_view usage,
                                           const std::vector<std::string>& flag_files);

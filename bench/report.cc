@@ -65,7 +65,7 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
   json r = {
       {"benchmark", BenchmarkName(s.benchmark)},
       {"transport", s.transport},
-      {"mode", WireModeName(s.mode)},
+      {"mode", WireModeName(s.mode)},  // erased below where the transport has no modes
       {"tls", s.tls},
       {"scheme", s.sweep ? "sweep" : SchemeName(s.payload.scheme)},
       {"buffers", one ? buffers[0] : buffers},
@@ -85,6 +85,7 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
       {"seed", s.payload.seed},
   };
   if (named) r["buffer_names"] = one ? names[0] : names;
+  if (!TransportHonoursMode(s.transport)) r.erase("mode");
   json lat = LatencyJson(m.latency);
   double rate = m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0;
   double mbps = m.seconds > 0 ? static_cast<double>(m.bytes) / m.seconds / 1e6 : 0;
@@ -274,9 +275,10 @@ void TablePrinter::Print(const json& r) {
   std::string payload = r["scheme"] == "sweep" ? "one buffer per size"
                                                 : r["payload_summary"].get<std::string>();
   std::string header = fmt::format(
-      "# psbench {} | transport {} | mode {} | scheme {} | payload {}\n"
+      "# psbench {} | transport {}{} | scheme {} | payload {}\n"
       "# seed {} | warm-up {} | measure {} | validate {} | tls {}",
-      bench, r["transport"].get<std::string>(), r["mode"].get<std::string>(),
+      bench, r["transport"].get<std::string>(),
+      r.contains("mode") ? " | mode " + r["mode"].get<std::string>() : std::string(),
       r["scheme"].get<std::string>(), payload, r["seed"].get<uint64_t>(), warm, timing,
       r["validate"].get<bool>() ? "on" : "off", r.value("tls", false) ? "on" : "off");
   if (bench == "bandwidth") header += fmt::format(" | window {}", cfg.value("window", 0));

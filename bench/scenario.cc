@@ -139,7 +139,11 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"rpc_timeout_s", absl::ToDoubleSeconds(s.rpc_timeout)},
   };
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
-  if (s.transport == "grpc+verbs") j["rdma"] = RdmaOptionsToJson(s.rdma);
+  // Only where they apply: a record names no mode its transport ignores.
+  if (!TransportHonoursMode(s.transport)) j.erase("mode");
+  if (TraitsOf(s.transport).value_or(TransportTraits{}).takes_rdma_options) {
+    j["rdma"] = RdmaOptionsToJson(s.rdma);
+  }
   return j;
 }
 
@@ -150,9 +154,16 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     if (!bench.ok()) return bench.status();
     s.benchmark = *bench;
     s.transport = j.at("transport").get<std::string>();
-    auto mode = ParseWireMode(j.at("mode").get<std::string>());
-    if (!mode.ok()) return mode.status();
-    s.mode = *mode;
+    if (j.contains("mode")) {
+      if (!TransportHonoursMode(s.transport)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "scenario: 'mode' does not apply to ", s.transport, " (only ",
+            TransportsWith(&TransportTraits::honours_mode), " has wire modes)"));
+      }
+      auto mode = ParseWireMode(j.at("mode").get<std::string>());
+      if (!mode.ok()) return mode.status();
+      s.mode = *mode;
+    }
     auto scheme = ParseScheme(j.at("scheme").get<std::string>());
     if (!scheme.ok()) return scheme.status();
     s.payload.scheme = *scheme;

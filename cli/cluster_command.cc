@@ -140,6 +140,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   if (!options.ok()) Die(kProgram, options.status(), kExitUsage);
   auto scenario = ScenarioFromFlags();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
+  CheckRunFlagsOrDie(*scenario);
   // Where each PS listens: an interface's address, or every interface (dialed by host name).
   std::string iface = absl::GetFlag(FLAGS_ps_interface);
   if (FlagWasSet("ps-interface") && iface.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -187,9 +188,9 @@ json ComparisonRecord(const std::vector<CompareEntry>& entries, const CompareRow
   std::string bench = first["benchmark"];
   json transports = json::array();
   for (const auto& e : entries) {
-    transports.push_back({{"label", e.label},
-                          {"transport", e.transport},
-                          {"mode", std::string(WireModeName(e.mode))}});
+    json entry = {{"label", e.label}, {"transport", e.transport}};
+    if (TransportHonoursMode(e.transport)) entry["mode"] = std::string(WireModeName(e.mode));
+    transports.push_back(entry);
   }
   json values = json::object(), ratios = json::object(), iterations = json::array();
   for (const auto& m : HeadlineMetrics(bench)) {
@@ -263,22 +264,32 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
                                                      " is not a transport; available: ",
                                                      absl::StrJoin(names, ", ")));
     }
+    const bool has_modes = TransportHonoursMode(e.transport);
+    if (!has_modes && item.find('/') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": '", std::string(item), "': ", e.transport, " has no wire modes (only ",
+          TransportsWith(&TransportTraits::honours_mode), " does); write ", e.transport));
+    }
+    if (!has_modes) e.mode = WireMode::kNonSerialized;  // unused; one value so entries compare
     for (const CompareEntry& prev : out) {
       if (prev.transport == e.transport && prev.mode == e.mode) {
         return absl::InvalidArgumentError(absl::StrCat(
-            flag, ": ", e.transport, "/", std::string(WireModeName(e.mode)),
-            " is listed twice (an entry without /MODE uses --mode=",
-            std::string(WireModeName(default_mode)), ")"));
+            flag, ": ", TransportWithMode(e.transport, e.mode), " is listed twice",
+            has_modes ? absl::StrCat(" (an entry without /MODE uses --mode=",
+                                     std::string(WireModeName(default_mode)), ")")
+                      : std::string()));
       }
     }
     out.push_back(std::move(e));
   }
   if (out.size() < 2) return absl::InvalidArgumentError(flag + at_least_two);
-  bool one_mode = std::all_of(out.begin(), out.end(),
-                              [&](const CompareEntry& e) { return e.mode == out[0].mode; });
+  // Labels carry the mode only when the entries that have one differ in it.
+  std::set<WireMode> modes;
+  for (const CompareEntry& e : out) {
+    if (TransportHonoursMode(e.transport)) modes.insert(e.mode);
+  }
   for (CompareEntry& e : out) {
-    e.label = one_mode ? e.transport
-                       : absl::StrCat(e.transport, "/", std::string(WireModeName(e.mode)));
+    e.label = modes.size() <= 1 ? e.transport : TransportWithMode(e.transport, e.mode);
   }
   return out;
 }

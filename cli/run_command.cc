@@ -66,7 +66,8 @@ void WarnIfSpinnersShareCpus(const LaunchOptions& o) {
 void CheckCpusExist(const LaunchOptions& o) {
   for (const auto& [flag, list] : {std::pair{"--ps-cpu", o.ps_cpu}, {"--worker-cpu", o.worker_cpu}}) {
     if (list.empty()) continue;
-    for (int c : *ParseCpuList(list)) {
+    auto cpus = ParseCpuList(list);  // the loop must not range over a temporary's contents
+    for (int c : *cpus) {
       if (c >= sysconf(_SC_NPROCESSORS_ONLN)) {
         Die(kProgram, absl::StrCat(flag, "=", list, ": CPU ", c, " does not exist"), kExitUsage);
       }
@@ -84,12 +85,22 @@ int RunRunCommand(int argc, char** argv, const std::string& bin_dir) {
   auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc));
   if (!options.ok()) Die(kProgram, options.status(), kExitUsage);
   CheckCpusExist(*options);
+  auto base = ScenarioFromFlags();
+  if (!base.ok()) Die(kProgram, base.status(), kExitUsage);
+  const RunShape shape = CheckRunFlagsOrDie(*base);
+  // On one machine mpirun starts only the transports that run as one job.
+  const bool any_job = std::any_of(shape.transports.begin(), shape.transports.end(),
+                                   [](const std::string& t) { return TransportLaunchesAsJob(t); });
+  for (const char* flag : {"mpirun", "mpirun-args"}) {
+    if (FlagWasSet(flag) && !any_job) {
+      Die(kProgram, absl::StrCat("--", flag, " applies to grpc+mpi only (psbench run starts the other "
+                                 "transports itself)"), kExitUsage);
+    }
+  }
   std::string json_path = JsonFlag();
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
   }
-  auto base = ScenarioFromFlags();
-  if (!base.ok()) Die(kProgram, base.status(), kExitUsage);
   // The tour measures PS throughput with 2 workers x 2 PS unless told otherwise.
   if (!FlagWasSet("benchmark") && !FlagWasSet("trainer")) {
     if (!FlagWasSet("num-ps")) options->num_ps = 2;

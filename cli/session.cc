@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "bench/flag_scope.h"
 #include "bench/report.h"
 #include "bench/run_status.h"
 #include "cli/compare.h"
@@ -36,8 +37,8 @@ void AddHeadline(std::vector<Headline>& headlines, const Scenario& s, const json
 
 void PrintHeadlines(const std::vector<Headline>& headlines, const Scenario& first,
                     const std::string& json_path) {
-  fmt::print("\n# Summary ({} {}): latency p50 usec | bandwidth MB/s | throughput total RPC/s\n",
-             first.transport, std::string(WireModeName(first.mode)));
+  fmt::print("\n# Summary ({}): latency p50 usec | bandwidth MB/s | throughput total RPC/s\n",
+             TransportWithMode(first.transport, first.mode));
   fmt::print("{:>10} {:>14} {:>16} {:>18}\n", "#scheme", "latency p50", "bandwidth MB/s", "throughput RPC/s");
   for (const auto& h : headlines) {
     auto get = [&h](const char* k) {
@@ -153,22 +154,41 @@ absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std
   return absl::OkStatus();
 }
 
+namespace {
+
+// The --transports entries of a payload run (none without the flag); exits 2 on a bad list.
+std::vector<CompareEntry> CompareEntriesOrDie(const Scenario& base) {
+  if (!FlagWasSet("transports") || FlagWasSet("trainer") || base.benchmark == Benchmark::kUpdates) return {};
+  if (FlagWasSet("transport")) Die(kProgram, "give --transport or --transports, not both", kExitUsage);
+  auto entries = ParseTransportList(TransportsFlag(), base.mode);
+  if (!entries.ok()) Die(kProgram, entries.status(), kExitUsage);
+  return *std::move(entries);
+}
+
+}  // namespace
+
+RunShape CheckRunFlagsOrDie(const Scenario& base) {
+  RunShape shape = ShapeOf(base, FlagWasSet("trainer"), /*tour=*/!FlagWasSet("benchmark"));
+  if (auto compare = CompareEntriesOrDie(base); !compare.empty()) {
+    shape.transports.clear();
+    for (const auto& e : compare) shape.transports.push_back(e.transport);
+  }
+  if (absl::Status st = CheckFlagsApply(shape); !st.ok()) Die(kProgram, st, kExitUsage);
+  return shape;
+}
+
 int RunSession(Session& session, Scenario base) {
   base.tls = session.options.tls;
+  CheckRunFlagsOrDie(base);
   if (FlagWasSet("trainer")) return RunTraining(session, base);
   if (base.benchmark == Benchmark::kUpdates) return RunUpdates(session, base);
-
-  std::vector<CompareEntry> compare;
+  const bool tour = !FlagWasSet("benchmark");
+  const std::vector<CompareEntry> compare = CompareEntriesOrDie(base);
   std::vector<std::string> transports = {base.transport};
-  if (FlagWasSet("transports")) {
-    if (FlagWasSet("transport")) Die(kProgram, "give --transport or --transports, not both", kExitUsage);
-    auto entries = ParseTransportList(TransportsFlag(), base.mode);
-    if (!entries.ok()) Die(kProgram, entries.status(), kExitUsage);
-    compare = *std::move(entries);
+  if (!compare.empty()) {
     transports.clear();
     for (const auto& e : compare) transports.push_back(e.transport);
   }
-  const bool tour = !FlagWasSet("benchmark");
   const LaunchOptions& o = session.options;
   if (!tour && !EveryWorkerToEveryPs(base.benchmark) && (o.num_ps > 1 || o.num_workers > 1)) {
     Die(kProgram,

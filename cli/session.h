@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/flag_scope.h"
 #include "bench/scenario.h"
 #include "cli/launch/job.h"
 #include "cli/launch/launchers.h"
@@ -41,6 +42,10 @@ absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std
 // training run (--trainer) or the updates check. `base` is the scenario from the flags.
 // Returns the exit status.
 int RunSession(Session& session, Scenario base);
+// Exits 2 naming the first flag given that would change nothing about the run the flags ask
+// for (bench/flag_scope.h), or a bad --transports list. RunSession checks too; commands call
+// it first so that nothing is printed or started before.
+RunShape CheckRunFlagsOrDie(const Scenario& base);
 
 // psbench run --trainer and --benchmark=updates (cli/training_runs.cc).
 int RunTraining(Session& session, Scenario s);

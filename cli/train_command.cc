@@ -7,9 +7,6 @@
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
 #include "cli/launch_flags.h"
-#include "transports/limit_flags.h"
-#include "transports/rdma_flags.h"
-#include "transports/tls_flags.h"
 #include "fmt/core.h"
 #include "worker/trainer_flags.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -17,6 +14,12 @@
 #endif
 
 ABSL_DECLARE_FLAG(uint64_t, seed);
+
+// The flags only `psbench train` has; it also takes the trainer's and --seed, --json.
+ABSL_FLAG(std::string, model, "", "the model to time: alexnet, overfeat, vgg11, vgg16, inception3, "
+          "resnet50 or tiny");
+ABSL_FLAG(bool, forward_only, false, "time the forward pass only");
+ABSL_FLAG(double, peak_gflops, 0, "the CPU's peak FP32 GFLOP/s (0: estimate)");
 
 namespace psbench {
 
@@ -26,9 +29,12 @@ int RunTrainCommand(int argc, char** argv) {
       "psbench train --model=MODEL [--batch=N] [--engine=cpu|gpu] [--forward-only] [flags]\n"
       "Times one model of the embedded trainer on this machine (no PS): images/s and a\n"
       "per-layer table; --json=FILE appends the record.";
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage,
-                                     {kLaunchFlagsFile, "/bench/scenario_flags.cc", kRdmaFlagsFile,
-                                      kTrainerFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
+  // Exactly the flags that change what is timed or where it is written.
+  auto positional = ParseFlagsOrExit(
+      argc, argv, kUsage,
+      {"/cli/train_command.cc",
+       absl::StrCat(kTrainerFlagsFile, ":batch,engine,threads,steps,warmup_steps,write_trace"),
+       "/bench/scenario_flags.cc:seed", absl::StrCat(kLaunchFlagsFile, ":json")});
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
   const std::string json_path = JsonFlag();
 #ifndef PSBENCH_HAVE_TRAINER
@@ -36,7 +42,7 @@ int RunTrainCommand(int argc, char** argv) {
                 "deploy/install-deps.sh)", kExitUsage);
   return kExitUsage;
 #else
-  auto settings = TrainerSettingsFromFlags(/*model_flag=*/true);
+  auto settings = TrainerSettingsFromFlags(absl::GetFlag(FLAGS_model));
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));

@@ -23,7 +23,7 @@ using nlohmann::json;
 int RunTraining(Session& session, Scenario s) {
   LaunchOptions& o = session.options;
   const std::vector<std::string>& command = o.command;
-  auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
+  auto settings = TrainerSettingsFromFlags();
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
 #ifdef PSBENCH_HAVE_TRAINER
   // Refuse a bad model or engine here, before any process starts.
@@ -38,12 +38,10 @@ int RunTraining(Session& session, Scenario s) {
   Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; see "
                 "deploy/install-deps.sh)", kExitUsage);
 #endif
-  for (const char* flag : {"benchmark", "transports", "scheme", "sizes", "duration", "iterations"}) {
-    if (FlagWasSet(flag)) {
-      Die(kProgram, absl::StrCat("--", flag, " does not apply to --trainer (a training run's "
-                                 "payloads are the model's gradients; see --steps)"),
-          kExitUsage);
-    }
+  if (!TraitsOf(s.transport).value_or(TransportTraits{}).supports_exchange) {
+    Die(kProgram, absl::StrCat("--trainer: ", s.transport, " does not serve exchanges; use one of ",
+                               TransportsWith(&TransportTraits::supports_exchange)),
+        kExitUsage);
   }
   s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
@@ -51,10 +49,10 @@ int RunTraining(Session& session, Scenario s) {
   o.training = true;
   o.worker_args = TrainerWorkerArgs(*settings);
   StopOnSignals();
-  fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {} ({}), {} SGD, "
+  fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {}, {} SGD, "
              "{} steps after {} warm-up, tls {}\n",
-             settings->model, settings->batch, o.num_workers, o.num_ps, s.transport,
-             std::string(WireModeName(s.mode)), settings->sync ? "synchronous" : "asynchronous",
+             settings->model, settings->batch, o.num_workers, o.num_ps,
+             TransportWithMode(s.transport, s.mode), settings->sync ? "synchronous" : "asynchronous",
              settings->steps, settings->warmup_steps, s.tls ? "on" : "off");
   auto results = session.Run(s, 1, 0);
   if (!results.ok()) {
@@ -83,6 +81,7 @@ int RunTraining(Session& session, Scenario s) {
                   {"images_per_s", total},
                   {"command", command}};
   if (!o.label.empty()) summary["label"] = o.label;
+  if (!TransportHonoursMode(s.transport)) summary.erase("mode");
   summary["cluster"] = results->front()["cluster"];
   fmt::print("{:>8} {:>12.2f}\n", "total", total);
   results->push_back(summary);
@@ -97,6 +96,11 @@ int RunUpdates(Session& session, Scenario s) {
   auto settings = UpdatesSettingsFromFlags(o.num_workers);
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
+  if (!TraitsOf(s.transport).value_or(TransportTraits{}).supports_exchange) {
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", s.transport, " does not serve exchanges; use one of ",
+                               TransportsWith(&TransportTraits::supports_exchange)),
+        kExitUsage);
+  }
   auto plans = s.Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   const size_t tensors = plans->front().Sizes(0).size();
@@ -108,9 +112,9 @@ int RunUpdates(Session& session, Scenario s) {
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
   o.worker_args = UpdatesWorkerArgs(*settings);
   StopOnSignals();
-  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {} ({}), {} SGD, {} steps, "
+  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {}, {} SGD, {} steps, "
              "model {} ({} tensors), seed {}, tls {}\n",
-             o.num_workers, o.num_ps, s.transport, std::string(WireModeName(s.mode)),
+             o.num_workers, o.num_ps, TransportWithMode(s.transport, s.mode),
              settings->sync ? "synchronous" : "asynchronous", settings->steps,
              plans->front().Summary(), tensors, s.payload.seed, s.tls ? "on" : "off");
   auto results = session.Run(s, 1, 0);

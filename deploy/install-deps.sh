@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates ccache
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc
   libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libfmt-dev libxxhash-dev

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "bench/flag_scope.h"
 #include "bench/sysinfo.h"
 #include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
@@ -80,6 +81,9 @@ int Main(int argc, char** argv) {
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;
+  if (absl::Status s = CheckTransportFlagsApply({absl::GetFlag(FLAGS_transport)}); !s.ok()) {
+    Die(kProgram, s, kExitUsage);
+  }
   auto tls = TlsOptionsFromFlags(TlsSide::kServer);
   if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);
   options.tls = *tls;

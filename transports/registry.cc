@@ -76,7 +76,53 @@ std::vector<std::string> TransportNames() {
   return names;
 }
 
-bool TransportLaunchesAsJob(absl::string_view transport) { return transport == "grpc+mpi"; }
+namespace {
+
+struct KnownTransport {
+  const char* name;
+  TransportTraits traits;
+};
+// Every transport's row, whether or not this build has it.
+constexpr KnownTransport kKnown[] = {
+    {"grpc", {.launches_as_job = false, .honours_mode = true, .takes_rdma_options = false,
+              .supports_exchange = true}},
+    {"grpc+verbs", {.launches_as_job = false, .honours_mode = false, .takes_rdma_options = true,
+                    .supports_exchange = true}},
+    {"grpc+mpi", {.launches_as_job = true, .honours_mode = false, .takes_rdma_options = false,
+                  .supports_exchange = true}},
+};
+
+}  // namespace
+
+absl::StatusOr<TransportTraits> TraitsOf(absl::string_view transport) {
+  for (const KnownTransport& k : kKnown) {
+    if (transport == k.name) return k.traits;
+  }
+  return absl::NotFoundError(absl::StrCat(std::string(transport), " is not a transport"));
+}
+
+bool TransportLaunchesAsJob(absl::string_view transport) {
+  auto t = TraitsOf(transport);
+  return t.ok() && t->launches_as_job;
+}
+
+bool TransportHonoursMode(absl::string_view transport) {
+  auto t = TraitsOf(transport);
+  return t.ok() && t->honours_mode;
+}
+
+std::string TransportWithMode(absl::string_view transport, WireMode mode) {
+  if (!TransportHonoursMode(transport)) return std::string(transport);
+  return absl::StrCat(transport, "/", WireModeName(mode));
+}
+
+std::string TransportsWith(bool TransportTraits::*trait) {
+  std::vector<std::string> names;
+  for (const KnownTransport& k : kKnown) {
+    if (k.traits.*trait) names.push_back(k.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
 
 // Every transport's control plane is gRPC, whose own logging psbench keeps quiet.
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,

@@ -211,9 +211,31 @@ class Server {
 // Transports by name: "grpc", "grpc+verbs" (when built with libibverbs), "grpc+mpi" (when
 // built with MPI).
 std::vector<std::string> TransportNames();
-// Whether a transport's PS and workers are ranks of one job started by a launcher (grpc+mpi:
-// mpirun). Its workers then find the PS themselves (no --ps needed) and learn their index.
+
+// What a transport can do, so that callers ask instead of comparing names, and a flag that
+// a transport would ignore is refused (bench/flag_scope.h).
+struct TransportTraits {
+  // PS and workers are ranks of one job started by a launcher (grpc+mpi: mpirun, srun). Its
+  // workers then find the PS themselves (no --ps needed) and learn their index.
+  bool launches_as_job = false;
+  // The data plane frames payloads by WireMode (--mode); the others move the buffers as
+  // they are, so a mode would name a difference that is not there.
+  bool honours_mode = false;
+  // Reads RdmaOptions (--rdma-*).
+  bool takes_rdma_options = false;
+  // Serves kExchange (the trainer and --benchmark=updates).
+  bool supports_exchange = false;
+};
+// The traits of every transport psbench knows, built in or not (so that a build without
+// libibverbs still says what grpc+verbs would take); NOT_FOUND for an unknown name.
+absl::StatusOr<TransportTraits> TraitsOf(absl::string_view transport);
+// Shorthands; false for an unknown name.
 bool TransportLaunchesAsJob(absl::string_view transport);
+bool TransportHonoursMode(absl::string_view transport);
+// How a run names its transport: "grpc/serialized" where the mode applies, else the name.
+std::string TransportWithMode(absl::string_view transport, WireMode mode);
+// The known transports with a trait, e.g. "grpc" for honours_mode (for messages).
+std::string TransportsWith(bool TransportTraits::*trait);
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
                                                    const ClientOptions& options);
 absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,

@@ -161,7 +161,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record["engine"] = settings.engine;
   record["engine_description"] = net.description();
   record["transport"] = scenario.transport;
-  record["mode"] = WireModeName(scenario.mode);
+  if (TransportHonoursMode(scenario.transport)) record["mode"] = WireModeName(scenario.mode);
   record["tls"] = scenario.tls;
   record["validate"] = scenario.validate;
   record["sync"] = settings.sync;

@@ -10,11 +10,9 @@
 ABSL_FLAG(std::string, trainer, "",
           "train this model through the PS instead of sending payloads: alexnet, overfeat, "
           "vgg11, vgg16, inception3, resnet50 (or tiny, a CIFAR-sized net for quick checks)");
-ABSL_FLAG(std::string, model, "", "psbench train: the model to time (as --trainer)");
 ABSL_FLAG(int, batch, 16, "trainer: images per step per worker");
 ABSL_FLAG(std::string, engine, "cpu", "trainer: compute engine, cpu (oneDNN) or gpu (cuDNN)");
 ABSL_FLAG(int, threads, 0, "trainer: compute threads (0: all cores)");
-ABSL_FLAG(bool, forward_only, false, "psbench train: time the forward pass only");
 ABSL_FLAG(int, steps, 10, "trainer: measured steps (psbench train: iterations of each pass)");
 ABSL_FLAG(int, warmup_steps, 2, "trainer: steps run before measuring");
 ABSL_FLAG(bool, sync, true,
@@ -26,13 +24,13 @@ ABSL_FLAG(float, momentum, 0.9f, "trainer: SGD momentum");
 ABSL_FLAG(std::string, write_trace, "",
           "trainer: write one step's gradients (name, bytes, when each became ready in the "
           "backward pass) to this file, for --scheme=trace (in a training run, worker 0 writes it)");
-ABSL_FLAG(double, peak_gflops, 0, "psbench train: the CPU's peak FP32 GFLOP/s (0: estimate)");
 
 namespace psbench {
 
-absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(bool model_flag) {
+absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::string> model) {
   TrainerSettings s;
-  s.model = model_flag ? absl::GetFlag(FLAGS_model) : absl::GetFlag(FLAGS_trainer);
+  const bool model_flag = model.has_value();
+  s.model = model_flag ? *model : absl::GetFlag(FLAGS_trainer);
   s.batch = absl::GetFlag(FLAGS_batch);
   s.engine = absl::GetFlag(FLAGS_engine);
   s.threads = absl::GetFlag(FLAGS_threads);

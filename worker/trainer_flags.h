@@ -1,21 +1,20 @@
-// Flags of the embedded trainer, shared by `psbench train`, `psbench run --trainer` and
-// psbench-worker (which is what `psbench run` hands them to). Defined whether or not the
+// Flags of the embedded trainer, shared by `psbench run --trainer` and psbench-worker (which
+// is what `psbench run` hands them to); `psbench train` takes the ones that time a model. Defined whether or not the
 // trainer is built, so a build without oneDNN refuses them with a clear message.
 #ifndef PSBENCH_WORKER_TRAINER_FLAGS_H_
 #define PSBENCH_WORKER_TRAINER_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 
 ABSL_DECLARE_FLAG(std::string, trainer);
-ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int, batch);
 ABSL_DECLARE_FLAG(std::string, engine);
 ABSL_DECLARE_FLAG(int, threads);
-ABSL_DECLARE_FLAG(bool, forward_only);
 ABSL_DECLARE_FLAG(int, steps);
 ABSL_DECLARE_FLAG(int, warmup_steps);
 ABSL_DECLARE_FLAG(bool, sync);
@@ -23,7 +22,6 @@ ABSL_DECLARE_FLAG(bool, async);
 ABSL_DECLARE_FLAG(float, learning_rate);
 ABSL_DECLARE_FLAG(float, momentum);
 ABSL_DECLARE_FLAG(std::string, write_trace);
-ABSL_DECLARE_FLAG(double, peak_gflops);
 
 namespace psbench {
 
@@ -43,8 +41,8 @@ struct TrainerSettings {
   std::string write_trace;
 };
 
-// Reads and checks the flags; `model` comes from --trainer (or --model when model_flag).
-absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(bool model_flag);
+// Reads and checks the flags; the model is --trainer's, or `model` (psbench train's --model).
+absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::string> model = std::nullopt);
 // The worker command-line flags that reproduce `settings`.
 std::vector<std::string> TrainerWorkerArgs(const TrainerSettings& settings);
 

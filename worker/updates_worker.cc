@@ -66,15 +66,6 @@ struct Applied {
 }  // namespace
 
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
-  for (const char* flag : {"trainer", "batch", "engine", "warmup-steps", "learning-rate", "momentum",
-                           "write-trace", "sizes", "duration", "iterations", "warmup",
-                           "warmup-iterations", "window", "outstanding", "transports"}) {
-    if (FlagWasSet(flag)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, " does not apply to --benchmark=updates (it pushes --steps exchanges of "
-          "the payload plan's buffers per PS, with learning rate 1 and momentum 0)"));
-    }
-  }
   UpdatesSettings s;
   s.steps = absl::GetFlag(FLAGS_steps);
   const bool async = absl::GetFlag(FLAGS_async);
@@ -403,16 +394,17 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       {"timestamp", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone())},
   };
   if (!first_mismatch.is_null()) record["first_mismatch"] = first_mismatch;
+  if (!TransportHonoursMode(scenario.transport)) record.erase("mode");
   if (!quiet) {
     std::string applied_text;
     for (size_t p = 0; p < num_ps; ++p) {
       absl::StrAppend(&applied_text, p ? ", " : "", "PS ", p, " ", reports[p].updates);
     }
     std::FILE* out = json_path == "-" ? stderr : stdout;
-    fmt::print(out, "updates worker {}/{} over {} ({}, {}, {} PS): {} steps in {:.3f} s ({:.1f} steps/s), "
+    fmt::print(out, "updates worker {}/{} over {} ({}, {} PS): {} steps in {:.3f} s ({:.1f} steps/s), "
                "{} elements {} (updates applied: {})\n",
-               scenario.worker_index, scenario.num_workers, scenario.transport,
-               std::string(WireModeName(scenario.mode)), settings.sync ? "sync" : "async", num_ps,
+               scenario.worker_index, scenario.num_workers,
+               TransportWithMode(scenario.transport, scenario.mode), settings.sync ? "sync" : "async", num_ps,
                settings.steps, seconds, record["steps_per_s"].get<double>(), checked,
                exact ? "exact" : "NOT exact", applied_text);
     std::fflush(out);

@@ -30,8 +30,8 @@ struct UpdatesSettings {
   bool sync = true;
 };
 
-// --steps and --sync/--async (the trainer's flags), checked for `num_workers` workers; and
-// no flag that does not apply to --benchmark=updates.
+// --steps and --sync/--async (the trainer's flags), checked for `num_workers` workers (that
+// no other flag is set that does not apply is bench/flag_scope.h's check).
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers);
 // The worker command-line flags that reproduce `settings`.
 std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& settings);

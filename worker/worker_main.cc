@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/cli.h"
+#include "bench/flag_scope.h"
 #include "bench/report.h"
 #include "bench/progress.h"
 #include "bench/runner.h"
@@ -123,7 +124,7 @@ int Main(int argc, char** argv) {
     Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; "
                   "see deploy/install-deps.sh)", kExitUsage);
 #endif
-    auto settings = TrainerSettingsFromFlags(/*model_flag=*/false);
+    auto settings = TrainerSettingsFromFlags();
     if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
     training = *settings;
   }
@@ -133,6 +134,9 @@ int Main(int argc, char** argv) {
   auto scenario = LoadScenario();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
   if (absl::Status s = ValidateScenario(*scenario); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (absl::Status s = CheckFlagsApply(ShapeOf(*scenario, training.has_value())); !s.ok()) {
+    Die(kProgram, s, kExitUsage);
+  }
   if (scenario->benchmark == Benchmark::kUpdates) {  // its flags, checked before connecting
     if (auto u = UpdatesSettingsFromFlags(scenario->num_workers); !u.ok()) Die(kProgram, u.status(), kExitUsage);
   }

@@ -244,7 +244,8 @@ void BuildHeader(const std::vector<Record>& records, const std::vector<const Rec
     std::string key = SeriesKey(rec.json);
     std::string transport = Str(rec.json, "transport"), mode = Str(rec.json, "mode");
     if (transport.empty() || described.contains(key)) continue;
-    described[key] = key == transport + "/" + mode ? key : fmt::format("{} = {}/{}", key, transport, mode);
+    const std::string full = mode.empty() ? transport : transport + "/" + mode;  // no mode: no wire modes
+    described[key] = key == full ? key : fmt::format("{} = {}", key, full);
     series_text.push_back(described[key]);
   }
   h.push_back({"Series", absl::StrJoin(series_text, "; ")});

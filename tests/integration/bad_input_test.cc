@@ -12,7 +12,7 @@
 namespace psbench::testing {
 namespace {
 
-enum class Tool { kWorker, kRun, kPs };
+enum class Tool { kWorker, kRun, kPs, kTrain };
 
 struct BadInput {
   std::string name;                   // test name suffix
@@ -23,9 +23,10 @@ struct BadInput {
 
 // How gtest shows a case (also in ctest's test names): the tool and its flags.
 void PrintTo(const BadInput& c, std::ostream* os) {
-  *os << (c.tool == Tool::kWorker ? "psbench-worker"
-          : c.tool == Tool::kRun  ? "psbench run"
-                                  : "psbench-ps");
+  *os << (c.tool == Tool::kWorker  ? "psbench-worker"
+          : c.tool == Tool::kRun   ? "psbench run"
+          : c.tool == Tool::kTrain ? "psbench train"
+                                   : "psbench-ps");
   for (std::string a : c.args) {
     for (size_t at; (at = a.find("$DIR/")) != std::string::npos;) a.erase(at, 5);
     *os << " " << a;
@@ -86,6 +87,10 @@ TEST_P(BadInputTest, ExitsTwoWithOneLineNamingTheProblem) {
     case Tool::kPs:
       program = "psbench-ps";
       args = PsArgv({"--listen=127.0.0.1", "--port=0"});
+      break;
+    case Tool::kTrain:
+      program = "psbench";  // the flag parser names the binary
+      args = {BinPath("psbench"), "train", "--model=tiny", "--batch=2", "--steps=1"};
       break;
   }
   for (const auto& a : c.args) args.push_back(Expand(a, tmp_.path()));
@@ -156,6 +161,15 @@ const std::vector<BadInput> kScenarioCases = {
     {"RdmaTinySlot", {}, {"--rdma-slot-size=1K"}, {"--rdma-slot-size", "4KiB"}},
     {"RdmaUnknownPoll", {}, {"--rdma-poll=spin"}, {"--rdma-poll=spin", "busy", "event"}},
     {"RdmaPortOutOfRange", {}, {"--rdma-port=300"}, {"--rdma-port=300"}},
+    // Flags that would change nothing about the run are refused, saying where they apply.
+    {"ModeOnVerbs", {}, {"--transport=grpc+verbs", "--mode=serialized"}, {"--mode", "applies to grpc only"}},
+    {"ModeOnMpi", {}, {"--transport=grpc+mpi", "--mode=non-serialized"}, {"--mode", "applies to grpc only"}},
+    {"RdmaFlagOnGrpc", {}, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
+    {"WindowWithLatency", {}, {"--window=4"}, {"--window", "--benchmark=bandwidth"}},
+    {"OutstandingWithLatency", {}, {"--outstanding=4"}, {"--outstanding", "--benchmark=throughput"}},
+    {"BatchWithoutTrainer", {}, {"--batch=4"}, {"--batch", "applies to --trainer only"}},
+    {"StepsWithLatency", {}, {"--steps=4"}, {"--steps", "--benchmark=updates"}},
+    {"WindowWithUpdates", {}, {"--benchmark=updates", "--window=4"}, {"--window", "--benchmark=bandwidth"}},
 };
 
 std::vector<BadInput> ForTool(Tool tool, const std::vector<BadInput>& cases) {
@@ -187,6 +201,22 @@ const std::vector<BadInput> kRunCases = {
     {"LatencyWithTwoWorkers", Tool::kRun, {"--num-workers=2"}, {"--num-workers"}},
     {"ZeroPs", Tool::kRun, {"--benchmark=throughput", "--num-ps=0"}, {"--num-ps"}},
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
+    {"MpirunWithoutMpi", Tool::kRun, {"--mpirun=mpirun"}, {"--mpirun", "applies to grpc+mpi only"}},
+    {"ModeInListOnVerbs", Tool::kRun, {"--transports=grpc,grpc+verbs/serialized"},
+     {"'grpc+verbs/serialized'", "no wire modes"}},
+    {"ModeWithoutModeTransports", Tool::kRun, {"--transports=grpc+verbs,grpc+mpi", "--mode=serialized"},
+     {"--mode", "applies to grpc only"}},
+    {"TrainerWithBenchmark", Tool::kRun, {"--trainer=tiny"}, {"--benchmark", "does not apply to --trainer"}},
+};
+
+// psbench train takes the flags that change what is timed, and no other.
+const std::vector<BadInput> kTrainCases = {
+    {"LaunchFlag", Tool::kTrain, {"--num-ps=2"}, {"unknown flag", "--num-ps"}},
+    {"ScenarioFlag", Tool::kTrain, {"--transport=grpc"}, {"unknown flag", "--transport"}},
+    {"PsTrainingFlag", Tool::kTrain, {"--sync"}, {"unknown flag", "--sync"}},
+    {"RdmaFlag", Tool::kTrain, {"--rdma-device=rxe0"}, {"unknown flag", "--rdma-device"}},
+    {"TlsFlag", Tool::kTrain, {"--tls-cert=x"}, {"unknown flag", "--tls-cert"}},
+    {"TrainerOfRun", Tool::kTrain, {"--trainer=tiny"}, {"unknown flag", "--trainer"}},
 };
 
 const std::vector<BadInput> kPsCases = {
@@ -201,6 +231,7 @@ const std::vector<BadInput> kPsCases = {
     {"RdmaMtuNotIb", Tool::kPs, {"--transport=grpc+verbs", "--rdma-mtu=1000"}, {"--rdma-mtu=1000"}},
     {"RdmaUnknownPoll", Tool::kPs, {"--rdma-poll=spin"}, {"--rdma-poll=spin"}},
     {"RdmaTinySlot", Tool::kPs, {"--rdma-slot-size=100"}, {"--rdma-slot-size"}},
+    {"RdmaFlagOnGrpc", Tool::kPs, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
 };
 
 std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }
@@ -212,6 +243,7 @@ INSTANTIATE_TEST_SUITE_P(Run, BadInputTest,
 INSTANTIATE_TEST_SUITE_P(WorkerOnly, BadInputTest, ::testing::ValuesIn(kWorkerCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(RunOnly, BadInputTest, ::testing::ValuesIn(kRunCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(Ps, BadInputTest, ::testing::ValuesIn(kPsCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Train, BadInputTest, ::testing::ValuesIn(kTrainCases), CaseName);
 
 // --- cases that need a process or a socket ----------------------------------------------------
 

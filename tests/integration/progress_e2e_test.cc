@@ -1,19 +1,12 @@
 // The live status line of psbench run and of a standalone psbench-worker, on a real
 // pseudo-terminal (forkpty): it is drawn, redrawn in place, cleared before any table line,
 // and absent when the output is a pipe or a file, or with --quiet.
-#include <poll.h>
-#include <pty.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <csignal>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/integration/pty_run.h"
 #include "tests/integration/run_helpers.h"
 
 namespace psbench::testing {
@@ -21,70 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kClear[] = "\r\033[K";
-
-struct PtyResult {
-  int exit_code = -1;
-  bool timed_out = false;
-  std::string out;  // everything written to the terminal (stdout and stderr)
-};
-
-// Runs argv on a fresh pseudo-terminal 160 columns wide; kills it after `timeout`.
-PtyResult RunOnPty(const Argv& argv, milliseconds timeout) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  winsize ws{};
-  ws.ws_col = 160;
-  ws.ws_row = 50;
-  int master = -1;
-  pid_t parent = getpid();
-  pid_t pid = forkpty(&master, nullptr, nullptr, &ws);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  PtyResult r;
-  if (pid < 0) {
-    ADD_FAILURE() << "forkpty: " << std::strerror(errno);
-    return r;
-  }
-  auto deadline = Clock::now() + timeout;
-  char buf[4096];
-  while (true) {
-    if (Clock::now() > deadline) {
-      r.timed_out = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    pollfd p{master, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    ssize_t n = read(master, buf, sizeof(buf));
-    if (n <= 0) break;  // EIO: every process on the terminal has closed it
-    r.out.append(buf, static_cast<size_t>(n));
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  close(master);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-// What stays visible of each terminal line: the text after its last clear or carriage
-// return (the terminal adds \r to every \n).
-std::vector<std::string> VisibleLines(const std::string& out) {
-  std::vector<std::string> lines;
-  for (std::string line : Lines(out)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (auto at = line.rfind('\r'); at != std::string::npos) line = line.substr(at + 1);
-    if (line.rfind("\033[K", 0) == 0) line = line.substr(3);
-    lines.push_back(line);
-  }
-  return lines;
-}
 
 const Argv kShort = {"--benchmark=latency", "--sizes=1:2", "--warmup=1s", "--duration=1s"};
 

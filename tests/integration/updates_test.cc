@@ -149,7 +149,8 @@ TEST_F(UpdatesRunTest, FlagsThatDoNotApplyOrBreakExactnessAreRefused) {
       {{"--steps=0"}, {"--steps", "[1, 1000000]"}},
       {{"--steps=1000000", "--num-workers=5"}, {"float32", "exact"}},
       {{"--sync", "--async"}, {"--sync", "--async"}},
-      {{"--learning-rate=0.5"}, {"--learning-rate", "does not apply"}},
+      {{"--learning-rate=0.5"}, {"--learning-rate", "applies to --trainer only"}},
+      {{"--window=4"}, {"--window", "applies to --benchmark=bandwidth only"}},
       {{"--iterations=10"}, {"--iterations", "does not apply"}},
       {{"--sizes=1:64"}, {"--sizes", "does not apply"}},
   };

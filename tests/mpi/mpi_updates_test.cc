@@ -1,5 +1,5 @@
 // No lost update over grpc+mpi under a real mpirun (psbench run starts the job): 3 workers x 2
-// PS, sync and async, both wire modes; every worker finds every parameter exact and sees each
+// PS, sync and async; every worker finds every parameter exact and sees each
 // PS account for every step it acknowledged.
 #include <string>
 
@@ -17,20 +17,18 @@ TEST_F(MpiUpdatesTest, ExactOverGrpcMpiSyncAndAsync) {
   const std::string json = tmp.File("r.jsonl");
   int runs = 0;
   for (const char* sync : {"--sync", "--async"}) {
-    for (const char* mode : {"non-serialized", "serialized"}) {
-      RunResult r = RunCommand(RunArgv({"--transport=grpc+mpi", "--benchmark=updates", sync,
-                                        std::string("--mode=") + mode, "--num-ps=2",
-                                        "--num-workers=3", "--steps=20", "--json=" + json}),
-                               seconds(150));
-      ASSERT_EQ(r.exit_code, 0) << r.Describe();
-      ++runs;
-    }
+    RunResult r = RunCommand(RunArgv({"--transport=grpc+mpi", "--benchmark=updates", sync, "--num-ps=2",
+                                      "--num-workers=3", "--steps=20", "--json=" + json}),
+                             seconds(150));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    ++runs;
   }
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), static_cast<size_t>(3 * runs));
   for (const Json& rec : records) {
     EXPECT_EQ(rec["kind"], "updates");
     EXPECT_EQ(rec["transport"], "grpc+mpi");
+    EXPECT_FALSE(rec.contains("mode")) << "grpc+mpi has no wire modes";
     EXPECT_EQ(rec["result"], "exact") << rec.dump();
     EXPECT_EQ(rec["mismatches"], 0);
     EXPECT_EQ(rec["workers"], 3);

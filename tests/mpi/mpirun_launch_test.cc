@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/pty_run.h"
 #include "tests/integration/run_helpers.h"
 
 namespace psbench::testing {
@@ -89,6 +90,25 @@ TEST_P(MpirunLaunchTest, UpdatesTwoWorkersTwoPsAreExact) {
     EXPECT_EQ(rec["result"], "exact") << rec.dump();
     EXPECT_EQ(rec["transport"], GetParam());
   }
+}
+
+// The status line on a terminal under mpirun, over both transports: the ranks' progress lines
+// come back tagged through mpirun's --tag-output, and are drawn and cleared as under psbench run.
+TEST_P(MpirunLaunchTest, ProgressLineOnATerminal) {
+  PtyResult r = RunOnPty({BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost slots=2\n"),
+                          "--mpirun=" PSBENCH_MPIEXEC, "--transport=" + GetParam(), "--benchmark=latency",
+                          "--sizes=1:2", "--warmup=1s", "--duration=1s", "--connect-timeout=20s"},
+                         seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\rrun 1/1 latency sweep | payload 2/2 measure | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::string(kClear) + "# psbench latency"), std::string::npos) << r.out;
+  int rows = 0;
+  for (const std::string& line : VisibleLines(r.out)) {
+    EXPECT_EQ(line.find("elapsed"), std::string::npos) << r.out;
+    rows += line.find("           1 ") == 0 || line.find("           2 ") == 0;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
 }
 
 TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {

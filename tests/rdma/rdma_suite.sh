@@ -5,7 +5,8 @@
 #   rdma_suite.sh BIN_DIR OUT_DIR [TRANSPORT]      (TRANSPORT default grpc+verbs)
 #
 # Cases:
-#   BENCH/MODE/SCHEME  for latency|bandwidth|throughput x serialized|non-serialized x
+#   BENCH/MODE/SCHEME  for latency|bandwidth|throughput x serialized|non-serialized (grpc; raw on
+#                      the transports without wire modes) x
 #                      uniform|random|skew|trace: one psbench-worker --validate against a
 #                      psbench-ps started per benchmark; its JSON record must agree with the
 #                      plan and with what the PS counted (check_records.py).
@@ -40,6 +41,11 @@ BIN=$(cd "$1" && pwd -P) || die "no directory $1"
 mkdir -p "$2" || die "cannot create $2"
 OUT=$(cd "$2" && pwd -P)
 T=${3:-grpc+verbs}
+# Wire modes exist on grpc only (psbench refuses --mode elsewhere); the other transports move
+# the buffers as they are, which the cases call "raw".
+if [ "$T" = grpc ]; then MODES=(non-serialized serialized); else MODES=(raw); fi
+ONE_MODE=${MODES[0]} LAST_MODE=${MODES[-1]}
+mode_flags() { [ "$1" = raw ] || echo "--mode=$1"; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 CHECK_PY=$HERE/check_records.py
 for f in psbench-ps psbench-worker psbench; do
@@ -253,26 +259,26 @@ SUITE_T0=$EPOCHREALTIME
 for bench in latency bandwidth throughput; do
     names=()
     for sch in uniform random skew trace; do
-        names+=("$bench/non-serialized/$sch" "$bench/serialized/$sch")
+        for mode in "${MODES[@]}"; do names+=("$bench/$mode/$sch"); done
     done
-    [ "$bench" = bandwidth ] && names+=("$bench/non-serialized/skew-default")
+    [ "$bench" = bandwidth ] && names+=("$bench/$ONE_MODE/skew-default")
     any_selected "${names[@]}" || continue
     start_ps "$bench/ps-start" || continue
     pid=$PS_PID port=$PS_PORT log=$PS_LOG
     for sch in uniform random skew trace; do
         scheme "$sch"
-        for mode in non-serialized serialized; do
+        for mode in "${MODES[@]}"; do
             run_checked "$bench/$mode/$sch" worker \
                 --benchmark="$bench" --mode="$mode" --scheme="$sch" --iterations="$ITER" \
                 "${SCHECK[@]}" -- \
                 "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" "${EXTRA[@]}" \
-                --benchmark="$bench" --mode="$mode" --validate "${SFLAGS[@]}" "${QUICK[@]}"
+                --benchmark="$bench" $(mode_flags "$mode") --validate "${SFLAGS[@]}" "${QUICK[@]}"
         done
     done
     if [ "$bench" = bandwidth ]; then
         # The default plan: 10 buffers, 6 L + 3 M + 1 S, ~6.3 MB a payload: few operations.
-        run_checked "$bench/non-serialized/skew-default" worker \
-            --benchmark="$bench" --mode=non-serialized --scheme=skew --iterations=8 \
+        run_checked "$bench/$ONE_MODE/skew-default" worker \
+            --benchmark="$bench" --mode="$ONE_MODE" --scheme=skew --iterations=8 \
             --buffers="[$L, $M, $S, $L, $M, $L, $M, $L, $L, $L]" -- \
             "$BIN/psbench-worker" --ps="127.0.0.1:$port" --transport="$T" "${EXTRA[@]}" \
             --benchmark="$bench" --validate --scheme=skew --warmup-iterations=2 --iterations=8
@@ -282,14 +288,14 @@ done
 
 # --- psbench run: the driver starts its own PS and workers -----------------------------------
 run_checked run/throughput-2ps-2w run \
-    --benchmark=throughput --mode=non-serialized --scheme=uniform --iterations="$ITER" \
+    --benchmark=throughput --mode="$ONE_MODE" --scheme=uniform --iterations="$ITER" \
     --num-ps=2 --num-workers=2 --buffers="[$S, $M, $L]" -- \
     "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=throughput \
     --num-ps=2 --num-workers=2 --validate --buffers=3 "${QUICK[@]}"
 run_checked run/latency run \
-    --benchmark=latency --mode=serialized --scheme=trace --iterations="$ITER" \
+    --benchmark=latency --mode="$LAST_MODE" --scheme=trace --iterations="$ITER" \
     --buffers="$TRACE_SIZES" -- \
-    "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=latency --mode=serialized \
+    "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" --benchmark=latency $(mode_flags "$LAST_MODE") \
     --validate --scheme=trace --trace="$TRACE" "${QUICK[@]}"
 
 # --- the embedded trainer: 2 workers x 2 PS train `tiny` synchronously over this transport, -
@@ -325,16 +331,16 @@ PY
 fi
 
 # --- a PS that corrupts every 3rd payload: --validate must fail the worker -------------------
-if any_selected fault/non-serialized fault/serialized; then
+if any_selected "${MODES[@]/#/fault/}"; then
     if start_ps fault/ps-start --fault-corrupt-every=3; then
         pid=$PS_PID port=$PS_PORT log=$PS_LOG
-        for mode in non-serialized serialized; do
+        for mode in "${MODES[@]}"; do
             name=fault/$mode
             selected "$name" || continue
             t0=$EPOCHREALTIME rc=0
             case_log "$name"
             timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench-worker" --ps="127.0.0.1:$port" \
-                --transport="$T" "${EXTRA[@]}" --benchmark=latency --mode="$mode" --validate \
+                --transport="$T" "${EXTRA[@]}" --benchmark=latency $(mode_flags "$mode") --validate \
                 --quiet "${QUICK[@]}" >"$LOG.out" 2>"$LOG.err" || rc=$?
             err=$(<"$LOG.err")
             # One line: "psbench-worker: validation failed: PS HOST:PORT: buffer I of N (...)..."

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/integration/pty_run.h"
 #include "tests/integration/run_helpers.h"
 #include "tests/ssh/sshd_fixture.h"
 
@@ -162,6 +163,26 @@ TEST_F(SshLaunchTest, TransportsComparesTwoModes) {
   EXPECT_EQ(records[1].value("mode", ""), "non-serialized");
   EXPECT_EQ(records[2].value("kind", ""), "comparison");
   EXPECT_EQ(records[2]["ratios"]["p50_us"].size(), 2u) << records[2].dump();
+}
+
+// The status line on psbench ssh's terminal: the workers' progress comes back through their ssh
+// sessions' stdout, mixed with their records, and is drawn and cleared as under psbench run.
+TEST_F(SshLaunchTest, ProgressLineOnATerminal) {
+  const std::string hostfile = tmp_.Write("hosts", Slots(2));
+  PtyResult r = RunOnPty(PsbenchSsh(hostfile, {"--benchmark=latency", "--sizes=1:2", "--warmup=1s",
+                                               "--duration=1s", "--connect-timeout=20s"}),
+                         seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Contains(r.out, "\rrun 1/1 latency sweep | payload 1/2 warm-up | ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "\rrun 1/1 latency sweep | payload 2/2 measure | ")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("elapsed, ~[0-9]+ s left \\| [0-9]+ op/s"))) << r.out;
+  EXPECT_TRUE(Contains(r.out, std::string(kClear) + "# psbench latency")) << r.out;
+  for (const std::string& line : VisibleLines(r.out)) EXPECT_FALSE(Contains(line, "elapsed")) << r.out;
+  // Both sizes made it into the table: progress lines did not swallow a record.
+  int rows = 0;
+  for (const std::string& line : VisibleLines(r.out)) rows += line.find("           1 ") == 0 || line.find("           2 ") == 0;
+  EXPECT_EQ(rows, 2) << r.out;
 }
 
 TEST_F(SshLaunchTest, TrainsAlexnetSyncAndAsync) {

@@ -99,5 +99,41 @@ TEST_F(SshNetnsTest, OnePsTwoWorkersOnThreeHosts) {
   }
 }
 
+// --transports on hosts of their own: each entry is a fresh PS and worker, dialed over the
+// namespaces' network, and the comparison record has both.
+TEST_F(SshNetnsTest, TransportsComparesTwoModesAcrossHosts) {
+  const std::string hostfile = tmp_.Write("hosts", hosts_->Address(0) + "\n" + hosts_->Address(1) + "\n");
+  const std::string json = tmp_.File("out.jsonl");
+  RunResult r = RunCommand(
+      hosts_->Exec(kLogin, {BinPath("psbench"), "ssh", "--hostfile=" + hostfile,
+                            "--ssh=" + sshd_[0]->SshCommand(),
+                            "--remote-bin-dir=" + std::string(PSBENCH_BIN_DIR),
+                            "--ps-interface=eth0", "--benchmark=latency", "--sizes=1K:4K",
+                            "--transports=grpc/serialized,grpc", "--validate",
+                            "--warmup-iterations=1", "--iterations=20", "--connect-timeout=20s",
+                            "--json=" + json}),
+      seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("grpc/non-serialized vs grpc/serialized"), std::string::npos) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 3u + 3u + 3u) << "3 sizes per entry, then 3 comparison rows\n" << r.Describe();
+  std::set<std::string> run_ids;
+  for (size_t i = 0; i < 6; ++i) {
+    const Json& rec = records[i];
+    SCOPED_TRACE(rec.dump().substr(0, 1500));
+    EXPECT_EQ(rec.value("mode", ""), i < 3 ? "serialized" : "non-serialized");
+    EXPECT_EQ(rec.value("iterations", 0), 20);
+    // The PS on host 0's eth0, the worker on host 1.
+    EXPECT_EQ(rec["placement"]["ps"][0].value("address", "").rfind(hosts_->Address(0) + ":", 0), 0u);
+    EXPECT_EQ(rec["cluster"]["worker_hosts"], Json::array({hosts_->Address(1)}));
+    run_ids.insert(rec["config"].value("run_id", ""));
+  }
+  EXPECT_EQ(run_ids.size(), 2u) << "one fresh set of processes per entry";
+  for (size_t i = 6; i < 9; ++i) {
+    EXPECT_EQ(records[i].value("kind", ""), "comparison");
+    EXPECT_EQ(records[i]["values"]["p50_us"].size(), 2u) << records[i].dump();
+  }
+}
+
 }  // namespace
 }  // namespace psbench::testing

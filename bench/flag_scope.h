@@ -1,0 +1,40 @@
+// Which flags mean something for a run. A flag given on the command line that would change
+// nothing about what the run does (--mode on a transport without wire modes, --window with
+// latency, --batch without --trainer) is refused with one line saying where it applies,
+// rather than accepted and silently dropped, or worse, recorded as if it had mattered.
+#ifndef PSBENCH_BENCH_FLAG_SCOPE_H_
+#define PSBENCH_BENCH_FLAG_SCOPE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bench/scenario.h"
+
+namespace psbench {
+
+// What a run does, as far as flags are concerned.
+struct RunShape {
+  enum class Kind {
+    kTour,       // psbench run with no --benchmark: latency, bandwidth and throughput
+    kBenchmark,  // one payload benchmark (`benchmark`)
+    kUpdates,    // --benchmark=updates
+    kTraining,   // --trainer
+  };
+  Kind kind = Kind::kBenchmark;
+  Benchmark benchmark = Benchmark::kLatency;
+  // Every transport the run uses (several with --transports).
+  std::vector<std::string> transports;
+};
+
+// The shape of a run of `s` (kind from s.benchmark; `training` for --trainer).
+RunShape ShapeOf(const Scenario& s, bool training, bool tour = false);
+
+// INVALID_ARGUMENT naming the first flag set (FlagWasSet) that has no effect on `shape`.
+absl::Status CheckFlagsApply(const RunShape& shape);
+// The part that depends on the transports only (--mode, --rdma-*), for psbench-ps too.
+absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_BENCH_FLAG_SCOPE_H_
