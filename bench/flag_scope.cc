@@ -23,6 +23,10 @@ bool AnyTransport(const std::vector<std::string>& transports, bool TransportTrai
   });
 }
 
+bool RunsScheme(const RunShape& shape, bool (*pred)(Scheme)) {
+  return std::any_of(shape.schemes.begin(), shape.schemes.end(), pred);
+}
+
 bool Runs(const RunShape& shape, Benchmark b) {
   return shape.kind == Kind::kTour || (shape.kind == Kind::kBenchmark && shape.benchmark == b);
 }
@@ -54,6 +58,13 @@ const std::vector<Rule>& Rules() {
        [](const RunShape& s) { return s.kind != Kind::kTraining; },
        "does not apply to --trainer (its payloads are the model's gradients; see --steps, "
        "--warmup-steps)"},
+      // A trace gives every buffer's size; the categories and their sizes make the others.
+      {{"categories", "small", "medium", "large", "buffers"},
+       [](const RunShape& s) { return RunsScheme(s, [](Scheme c) { return c != Scheme::kTrace; }); },
+       "does not apply to --scheme=trace (the trace gives every buffer's size)"},
+      {{"skew-bias"},
+       [](const RunShape& s) { return RunsScheme(s, [](Scheme c) { return c == Scheme::kSkew; }); },
+       "applies to --scheme=skew only"},
       // Updates pushes --steps exchanges of the payload plan's buffers.
       {{"sizes", "duration", "iterations", "warmup", "warmup-iterations", "transports"},
        [](const RunShape& s) { return s.kind != Kind::kUpdates; },
@@ -85,6 +96,10 @@ RunShape ShapeOf(const Scenario& s, bool training, bool tour) {
                                                        : Kind::kBenchmark;
   shape.benchmark = s.benchmark;
   shape.transports = {s.transport};
+  shape.schemes = {s.payload.scheme};
+  if (shape.kind == Kind::kTour && !FlagWasSet("scheme") && !s.sweep) {
+    shape.schemes = {Scheme::kUniform, Scheme::kRandom, Scheme::kSkew};
+  }
   return shape;
 }
 

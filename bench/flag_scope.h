@@ -25,9 +25,12 @@ struct RunShape {
   Benchmark benchmark = Benchmark::kLatency;
   // Every transport the run uses (several with --transports).
   std::vector<std::string> transports;
+  // Every payload scheme it runs (the tour runs uniform, random and skew unless given one).
+  std::vector<Scheme> schemes;
 };
 
-// The shape of a run of `s` (kind from s.benchmark; `training` for --trainer).
+// The shape of a run of `s` (kind from s.benchmark; `training` for --trainer; `tour` for
+// psbench run without --benchmark).
 RunShape ShapeOf(const Scenario& s, bool training, bool tour = false);
 
 // INVALID_ARGUMENT naming the first flag set (FlagWasSet) that has no effect on `shape`.

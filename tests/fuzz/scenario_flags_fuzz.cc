@@ -8,6 +8,7 @@
 
 #include "absl/flags/reflection.h"
 #include "bench/cli.h"
+#include "bench/flag_scope.h"
 #include "bench/scenario.h"
 #include "bench/scenario_flags.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -39,6 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::StatusOr<Scenario> s = ScenarioFromFlags();
   if (!s.ok()) return 0;
   FUZZ_CHECK(ValidateScenario(*s).ok());
+  // Which of the given flags apply: an answer for any scenario, a reason when refused.
+  for (bool tour : {false, true}) {
+    const absl::Status applies = CheckFlagsApply(ShapeOf(*s, /*training=*/false, tour));
+    FUZZ_CHECK(applies.ok() || !applies.message().empty());
+  }
   const nlohmann::json written = ScenarioToJson(*s);
   const absl::StatusOr<Scenario> back = ScenarioFromJson(written);
   FUZZ_CHECK(back.ok());

@@ -170,6 +170,9 @@ const std::vector<BadInput> kScenarioCases = {
     {"BatchWithoutTrainer", {}, {"--batch=4"}, {"--batch", "applies to --trainer only"}},
     {"StepsWithLatency", {}, {"--steps=4"}, {"--steps", "--benchmark=updates"}},
     {"WindowWithUpdates", {}, {"--benchmark=updates", "--window=4"}, {"--window", "--benchmark=bandwidth"}},
+    {"SkewBiasWithUniform", {}, {"--skew-bias=small"}, {"--skew-bias", "--scheme=skew"}},
+    {"BuffersWithTrace", {}, {"--scheme=trace", "--trace=$DIR/negative.json", "--buffers=3"},
+     {"--buffers", "--scheme=trace"}},
 };
 
 std::vector<BadInput> ForTool(Tool tool, const std::vector<BadInput>& cases) {
