@@ -18,6 +18,7 @@
 #include "payloads/size.h"
 #include "psbench.grpc.pb.h"
 #include "transports/exchange.h"
+#include "transports/grpc/client_sessions.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 
@@ -48,36 +49,6 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Tls
 namespace {
 
 void DropGrpcLog(gpr_log_func_args*) {}
-
-absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
-  if (s.ok()) return absl::OkStatus();
-  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
-                                 static_cast<int>(s.error_code()), ")");
-  switch (s.error_code()) {
-    case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
-    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
-    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
-    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    default: return absl::InternalError(msg);
-  }
-}
-
-struct Server {
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<grpc::GenericStub> raw;
-  std::unique_ptr<wire::PsData::Stub> data;
-  std::unique_ptr<wire::PsControl::Stub> control;
-  // The session this worker holds on the PS while connected (PsControl.Session).
-  std::unique_ptr<grpc::ClientContext> session_context;
-  std::unique_ptr<grpc::ClientAsyncReader<wire::SessionReply>> session;
-  bool session_open = false;  // started and not finished: cancel and finish it at the end
-  uint64_t max_message_bytes = 0;  // what the PS said; 0: unknown
-  uint64_t session_id = 0;         // names the session in Goodbye; 0: the PS gave none
-};
 
 // A message over the PS's --max-message-size, as gRPC reports it, named for the user.
 std::string MessageLimitText(const grpc::Status& s, uint64_t limit) {
@@ -130,7 +101,7 @@ class GrpcClient final : public Client {
  public:
   explicit GrpcClient(const ClientOptions& options) : options_(options) {
     for (const auto& address : options.servers) {
-      Server s;
+      PsChannel s;
       s.address = address;
       s.channel = MakeChannel(address, options.tls);
       s.raw = std::make_unique<grpc::GenericStub>(s.channel);
@@ -141,7 +112,7 @@ class GrpcClient final : public Client {
   }
 
   ~GrpcClient() override {
-    CloseSessions();
+    CloseSessions(servers_, session_cq_);
     // Cancel what is still in flight and drain the queue before the payloads' owners go away.
     for (Call* c : in_flight_) c->context.TryCancel();
     while (!in_flight_.empty()) {
@@ -162,7 +133,7 @@ class GrpcClient final : public Client {
   absl::Status Connect() override {
     absl::Time deadline = absl::Now() + options_.connect_timeout;
     for (auto& s : servers_) {
-      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(s);
+      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(options_, s);
     }
     // A connection alone could be any gRPC server: ask each PS who it is.
     for (size_t i = 0; i < servers_.size(); ++i) {
@@ -170,7 +141,7 @@ class GrpcClient final : public Client {
       if (!info.ok()) return info.status();
     }
     for (auto& s : servers_) {
-      if (absl::Status st = OpenSession(s); !st.ok()) return st;
+      if (absl::Status st = OpenSession(options_.connect_timeout, session_cq_, s); !st.ok()) return st;
     }
     return absl::OkStatus();
   }
@@ -213,7 +184,7 @@ class GrpcClient final : public Client {
     call->reg = registered_[payload].get();
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    Server& s = servers_[server];
+    PsChannel& s = servers_[server];
     const Payload& p = *call->reg->payload;
     if (options_.mode == WireMode::kNonSerialized) {
       const auto& slices = call->reg->slices;
@@ -262,7 +233,7 @@ class GrpcClient final : public Client {
     call->reply_reg = rep;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    Server& ps = servers_[server];
+    PsChannel& ps = servers_[server];
     const Payload& p = *req->payload;
     if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
     if (options_.mode == WireMode::kNonSerialized) {
@@ -324,7 +295,7 @@ class GrpcClient final : public Client {
   }
 
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override {
-    Server& s = servers_[server];
+    PsChannel& s = servers_[server];
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
     wire::ServerInfo reply;
@@ -384,134 +355,6 @@ class GrpcClient final : public Client {
   }
 
  private:
-  // Why a PS could not be reached, in one line. gRPC says why in the status of a call on the
-  // failed channel; a TLS failure (a handshake refused, a PS that closes a plaintext
-  // connection) is UNAUTHENTICATED: the PS is there, the credentials are wrong.
-  absl::Status ConnectFailure(Server& s) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    wire::ServerInfo reply;
-    grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
-    std::string why = status.ok() ? "" : status.error_message();
-    auto has = [&why](const char* text) { return why.find(text) != std::string::npos; };
-    const bool reached = !why.empty() && !has("refused") && !has("No route") &&
-                         !has("DNS") && !has("Deadline") && !has("unreachable");
-    if (reached && options_.tls.enabled()) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "PS ", s.address, ": TLS handshake failed (does --tls-ca hold the CA of the PS "
-          "certificate, does that certificate name the address dialled, is the PS serving "
-          "TLS, does it require a client certificate?): ", why));
-    }
-    if (reached) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "PS ", s.address, " closed the connection during setup: it may serve TLS only "
-          "(give --tls-ca and, for mutual TLS, --tls-cert and --tls-key): ", why));
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach PS ", s.address, " within ", absl::FormatDuration(options_.connect_timeout),
-        " (is psbench-ps running there, and is the address right?)",
-        why.empty() ? "" : absl::StrCat(": ", why)));
-  }
-
-  // Opens this worker's session on a PS, which counts it against its --max-connections.
-  absl::Status OpenSession(Server& s) {
-    constexpr uintptr_t kStarted = 1, kRead = 2, kFinished = 3;
-    auto wait_for = [this](uintptr_t want, absl::Time deadline) -> std::optional<bool> {
-      void* tag;
-      bool ok;
-      while (session_cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline)) ==
-             grpc::CompletionQueue::GOT_EVENT) {
-        if (reinterpret_cast<uintptr_t>(tag) == want) return ok;
-      }
-      return std::nullopt;
-    };
-    absl::Time deadline = absl::Now() + options_.connect_timeout;
-    s.session_context = std::make_unique<grpc::ClientContext>();
-    wire::SessionReply reply;
-    s.session = s.control->PrepareAsyncSession(s.session_context.get(), wire::SessionRequest(),
-                                               &session_cq_);
-    s.session->StartCall(reinterpret_cast<void*>(kStarted));
-    s.session_open = true;
-    std::optional<bool> started = wait_for(kStarted, deadline);
-    std::optional<bool> read;
-    if (started.value_or(false)) {
-      s.session->Read(&reply, reinterpret_cast<void*>(kRead));
-      read = wait_for(kRead, deadline);
-    }
-    if (read.value_or(false)) {
-      s.max_message_bytes = reply.max_message_bytes();
-      s.session_id = reply.session_id();
-      return absl::OkStatus();
-    }
-    // No answer in time: cancel, and let the operation still pending end.
-    if (!started.has_value() || (*started && !read.has_value())) {
-      s.session_context->TryCancel();
-      (void)wait_for(started.has_value() ? kRead : kStarted, absl::Now() + absl::Seconds(5));
-    }
-    // Refused, or cancelled: the status says why.
-    grpc::Status status;
-    s.session->Finish(&status, reinterpret_cast<void*>(kFinished));
-    (void)wait_for(kFinished, absl::Now() + absl::Seconds(5));
-    s.session_open = false;
-    // A PS without sessions (an older psbench-ps, a test's fake PS) has nothing to count.
-    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
-    if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "PS ", s.address, " did not admit this worker within ",
-          absl::FormatDuration(options_.connect_timeout)));
-    }
-    return FromGrpc(status, s.address);
-  }
-
-  // Ends every session (the PS then frees its place) and drains their queue. Each PS first
-  // hears a goodbye, so that it does not count this worker as lost (ServerInfo.sessions_lost).
-  // Only a worker that ends normally gets here: one that fails exits without it, and its PS
-  // counts it as lost, as it does a worker that was killed or cut off.
-  void CloseSessions() {
-    struct Bye {
-      grpc::ClientContext context;
-      wire::GoodbyeRequest request;
-      wire::GoodbyeReply reply;
-      grpc::Status status;
-      std::unique_ptr<grpc::ClientAsyncResponseReader<wire::GoodbyeReply>> call;
-    };
-    std::vector<std::unique_ptr<Bye>> byes;
-    grpc::CompletionQueue bye_cq;
-    for (Server& s : servers_) {
-      if (!s.session_open || s.session_id == 0) continue;
-      auto bye = std::make_unique<Bye>();
-      bye->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-      bye->request.set_session_id(s.session_id);
-      bye->call = s.control->AsyncGoodbye(&bye->context, bye->request, &bye_cq);
-      bye->call->Finish(&bye->reply, &bye->status, bye.get());
-      byes.push_back(std::move(bye));
-    }
-    for (size_t n = 0; n < byes.size(); ++n) {  // every call ends by its deadline
-      void* tag;
-      bool ok;
-      if (!bye_cq.Next(&tag, &ok)) break;
-    }
-    bye_cq.Shutdown();
-    {
-      void* tag;
-      bool ok;
-      while (bye_cq.Next(&tag, &ok)) {
-      }
-    }
-    std::vector<grpc::Status> statuses(servers_.size());
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      Server& s = servers_[i];
-      if (!s.session_open) continue;
-      s.session_context->TryCancel();
-      s.session->Finish(&statuses[i], &statuses[i]);
-    }
-    session_cq_.Shutdown();
-    void* tag;
-    bool ok;
-    while (session_cq_.Next(&tag, &ok)) {
-    }
-  }
-
   const Registered* Lookup(int payload) const {
     return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
                ? registered_[payload].get()
@@ -635,7 +478,7 @@ class GrpcClient final : public Client {
   }
 
   ClientOptions options_;
-  std::vector<Server> servers_;
+  std::vector<PsChannel> servers_;
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
   grpc::CompletionQueue session_cq_;  // sessions only, polled while opening and closing them

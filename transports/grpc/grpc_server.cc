@@ -31,35 +31,11 @@
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/grpc/serialized_format.h"
+#include "transports/grpc/server_calls.h"
 #include "transports/grpc/tsan_handoff.h"
 
 namespace psbench::grpc_transport {
 namespace {
-
-struct Counters {
-  std::atomic<uint64_t> rpcs{0};
-  std::atomic<uint64_t> bytes{0};
-  int64_t corrupt_every = 0;
-  std::atomic<int64_t> received{0};
-  // Worker sessions that ended without a goodbye (Sessions keeps it; GetInfo reports it).
-  std::atomic<uint64_t> sessions_lost{0};
-  // True when this payload is one the fault injector should damage.
-  bool ShouldCorrupt() {
-    return corrupt_every > 0 && (received.fetch_add(1) + 1) % corrupt_every == 0;
-  }
-};
-
-// What serves kExchange: the handler (through the hub, which the server closes when it
-// stops) and pooled memory for requests that arrive fragmented and for replies.
-struct Exchanges {
-  std::shared_ptr<ExchangeHub> hub;
-  std::shared_ptr<BlockPool> pool;
-};
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  // gRPC's codes are absl's, number for number.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // Copies a raw message and flips one byte in the middle of its payload (fault injection).
 grpc::ByteBuffer CorruptedCopy(const grpc::ByteBuffer& message, size_t header_bytes) {
@@ -80,17 +56,6 @@ void CorruptMessage(wire::PayloadMessage* m) {
     }
   }
 }
-
-class GrpcServer;
-
-// Each call is a small state machine driven by its completion-queue events.
-class CallData {
- public:
-  virtual ~CallData() = default;
-  virtual void Proceed(bool ok) = 0;
-  // An event that arrives while the server stops: the call must only clean up.
-  virtual void Drop(bool ok) { delete this; }
-};
 
 // Non-serialized Echo and Push, received as raw byte buffers without protobuf.
 class RawCall final : public CallData {
@@ -356,339 +321,6 @@ class SerializedExchangeCall final : public CallData {
   bool done_ = false;
 };
 
-class InfoCall final : public CallData {
- public:
-  InfoCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-           const ServerOptions* options, const ControlPlaneHooks* hooks, Counters* counters)
-      : service_(service), cq_(cq), options_(options), hooks_(hooks), counters_(counters),
-        responder_(&context_) {
-    service_->RequestGetInfo(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new InfoCall(service_, cq_, options_, hooks_, counters_);
-    done_ = true;
-    ::psbench::ServerInfo info;
-    if (options_->describe_process) info = options_->describe_process();
-    reply_.set_host(info.host);
-    reply_.set_pid(info.pid);
-    reply_.set_version(info.version);
-    reply_.set_grpc_version(grpc::Version());
-    reply_.set_transport(hooks_->transport_name);
-    reply_.set_data_plane(hooks_->describe_data_plane ? hooks_->describe_data_plane()
-                                                      : hooks_->data_plane);
-    reply_.set_cpu_user_s(info.cpu_user_s);
-    reply_.set_cpu_system_s(info.cpu_system_s);
-    reply_.set_cpu_affinity(info.cpu_affinity);
-    reply_.set_last_cpu(info.last_cpu);
-    reply_.set_wall_s(info.wall_s);
-    reply_.set_updates(info.updates);
-    if (hooks_->data_counters) {
-      DataCounters c = hooks_->data_counters();
-      reply_.set_rpcs_served(c.rpcs);
-      reply_.set_bytes_received(c.bytes);
-    } else {
-      reply_.set_rpcs_served(counters_->rpcs.load());
-      reply_.set_bytes_received(counters_->bytes.load());
-    }
-    reply_.set_sessions_lost(counters_->sessions_lost.load());
-    responder_.Finish(reply_, grpc::Status::OK, this);
-  }
-
- private:
-  wire::PsControl::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  const ServerOptions* options_;
-  const ControlPlaneHooks* hooks_;
-  Counters* counters_;
-  grpc::ServerContext context_;
-  wire::InfoRequest request_;
-  wire::ServerInfo reply_;
-  grpc::ServerAsyncResponseWriter<wire::ServerInfo> responder_;
-  bool done_ = false;
-};
-
-// Polled barriers (see BarrierRequest in psbench.proto). An arrival is (worker index, nonce);
-// arrivals not refreshed within kLease expire, so a worker that died is not counted.
-class Barriers {
- public:
-  grpc::Status Poll(const wire::BarrierRequest& r, wire::BarrierReply* reply) {
-    using Clock = std::chrono::steady_clock;
-    // Live callers poll every millisecond; a lease this short keeps a worker that just died
-    // from being counted, and is still far above any scheduling hiccup.
-    constexpr auto kLease = std::chrono::milliseconds(500);
-    constexpr auto kDuplicate = std::chrono::milliseconds(250);
-    constexpr auto kForget = std::chrono::seconds(60);
-    if (r.parties() < 1 || r.worker_index() < 0 || r.worker_index() >= r.parties()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrFormat("barrier '%s': worker index %d is outside [0, %d)",
-                                          r.name(), r.worker_index(), r.parties()));
-    }
-    std::lock_guard lock(mu_);
-    auto now = Clock::now();
-    std::erase_if(barriers_, [&](const auto& kv) {
-      return !kv.second.released.empty() && now - kv.second.released_at > kForget;
-    });
-    Barrier& b = barriers_[r.name()];
-    std::pair<int, uint64_t> me{r.worker_index(), r.nonce()};
-    if (b.released.contains(me)) {
-      reply->set_released(true);
-      reply->set_arrived(b.parties);
-      return grpc::Status::OK;
-    }
-    if (!b.released.empty() || b.waiting.empty()) {  // a new round, perhaps of a new run
-      b.released.clear();
-      b.parties = r.parties();
-    }
-    if (r.parties() != b.parties) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrFormat("barrier '%s' waits for %d workers, this one says %d "
-                                          "(same --num-workers everywhere?)",
-                                          r.name(), b.parties, r.parties()));
-    }
-    std::erase_if(b.waiting, [&](const auto& kv) { return now - kv.second.seen > kLease; });
-    auto it = b.waiting.find(r.worker_index());
-    if (it != b.waiting.end() && it->second.nonce != r.nonce() && now - it->second.seen < kDuplicate) {
-      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                          absl::StrFormat("two live workers use --worker-index=%d at barrier '%s'",
-                                          r.worker_index(), r.name()));
-    }
-    b.waiting[r.worker_index()] = {r.nonce(), now};
-    if (static_cast<int>(b.waiting.size()) == b.parties) {
-      for (const auto& [index, arrival] : b.waiting) b.released.insert({index, arrival.nonce});
-      b.waiting.clear();
-      b.released_at = now;
-      reply->set_released(true);
-      reply->set_arrived(b.parties);
-      return grpc::Status::OK;
-    }
-    reply->set_arrived(static_cast<int>(b.waiting.size()));
-    return grpc::Status::OK;
-  }
-
- private:
-  struct Arrival {
-    uint64_t nonce;
-    std::chrono::steady_clock::time_point seen;
-  };
-  struct Barrier {
-    int parties = 0;
-    std::map<int, Arrival> waiting;
-    std::set<std::pair<int, uint64_t>> released;
-    std::chrono::steady_clock::time_point released_at;
-  };
-  std::mutex mu_;
-  std::map<std::string, Barrier> barriers_;
-};
-
-class BarrierCall final : public CallData {
- public:
-  BarrierCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-              Barriers* barriers)
-      : service_(service), cq_(cq), barriers_(barriers), responder_(&context_) {
-    service_->RequestBarrier(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new BarrierCall(service_, cq_, barriers_);
-    done_ = true;
-    grpc::Status status = barriers_->Poll(request_, &reply_);
-    if (status.ok()) {
-      responder_.Finish(reply_, status, this);
-    } else {
-      responder_.FinishWithError(status, this);
-    }
-  }
-
- private:
-  wire::PsControl::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Barriers* barriers_;
-  grpc::ServerContext context_;
-  wire::BarrierRequest request_;
-  wire::BarrierReply reply_;
-  grpc::ServerAsyncResponseWriter<wire::BarrierReply> responder_;
-  bool done_ = false;
-};
-
-// The worker sessions a PS holds, counted against --max-connections. gRPC 1.51 has no cap on
-// incoming connections (GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS came later), so the cap is
-// on the sessions every psbench worker opens per PS when it connects, on every transport.
-class Sessions {
- public:
-  Sessions(int max, Counters* counters) : max_(max), counters_(counters) {}
-  // Whether there is room for one more; sets *id to the session's name for Goodbye.
-  bool TryAdd(grpc::ServerContext* session, uint64_t* id) {
-    std::lock_guard lock(mu_);
-    if (static_cast<int>(open_.size()) >= max_) return false;
-    *id = next_id_++;
-    open_.emplace(*id, Open{session, false});
-    return true;
-  }
-  // The worker ends its session normally (PsControl.Goodbye). False: no such session.
-  bool Goodbye(uint64_t id) {
-    std::lock_guard lock(mu_);
-    auto it = open_.find(id);
-    if (it == open_.end()) return false;
-    it->second.goodbye = true;
-    return true;
-  }
-  // The session's call ended: without a goodbye (and not because the PS stops), its worker
-  // was lost (killed, crashed, failed or cut off).
-  void Remove(uint64_t id) {
-    std::lock_guard lock(mu_);
-    auto it = open_.find(id);
-    if (it == open_.end()) return;
-    if (!it->second.goodbye && !stopping_) counters_->sessions_lost.fetch_add(1);
-    open_.erase(it);
-  }
-  // Ends every session (the PS is stopping), so that none holds up the shutdown.
-  void CancelAll() {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    for (auto& [id, s] : open_) s.context->TryCancel();
-  }
-  int max() const { return max_; }
-
- private:
-  struct Open {
-    grpc::ServerContext* context;
-    bool goodbye;
-  };
-  const int max_;
-  Counters* counters_;
-  std::mutex mu_;
-  std::map<uint64_t, Open> open_;
-  uint64_t next_id_ = 1;  // 0: no session (a PS without sessions)
-  bool stopping_ = false;
-};
-
-// PsControl.Goodbye: marks a session as ended by its worker, before the worker ends the call.
-class GoodbyeCall final : public CallData {
- public:
-  GoodbyeCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-              Sessions* sessions)
-      : service_(service), cq_(cq), sessions_(sessions), responder_(&context_) {
-    service_->RequestGoodbye(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new GoodbyeCall(service_, cq_, sessions_);
-    done_ = true;
-    if (sessions_->Goodbye(request_.session_id())) {
-      responder_.Finish(reply_, grpc::Status::OK, this);
-    } else {
-      responder_.FinishWithError(
-          grpc::Status(grpc::StatusCode::NOT_FOUND, "no open session with that id"), this);
-    }
-  }
-
- private:
-  wire::PsControl::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Sessions* sessions_;
-  grpc::ServerContext context_;
-  wire::GoodbyeRequest request_;
-  wire::GoodbyeReply reply_;
-  grpc::ServerAsyncResponseWriter<wire::GoodbyeReply> responder_;
-  bool done_ = false;
-};
-
-// PsControl.Session: admits the worker (one reply) or refuses it, then holds the call until
-// it ends. Two tags: `this` for the call's operations, `ended_` for the end of the call
-// (AsyncNotifyWhenDone), which comes once the call has started, whatever happens. All events
-// of a call come on its own queue, served by one thread: no locking between them.
-class SessionCall final : public CallData {
- public:
-  SessionCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-              Sessions* sessions, uint64_t max_message_bytes)
-      : service_(service), cq_(cq), sessions_(sessions), max_message_bytes_(max_message_bytes),
-        writer_(&context_) {
-    ended_.call = this;
-    context_.AsyncNotifyWhenDone(&ended_);
-    service_->RequestSession(&context_, &request_, &writer_, cq_, cq_, this);
-  }
-
-  void Proceed(bool ok) override {
-    --pending_;
-    if (state_ == kRequested) {
-      if (!ok) {  // shutting down: the call never started, and `ended_` never comes
-        delete this;
-        return;
-      }
-      ++pending_;  // `ended_`
-      new SessionCall(service_, cq_, sessions_, max_message_bytes_);
-      if (sessions_->TryAdd(&context_, &id_)) {
-        admitted_ = true;
-        state_ = kHolding;
-        reply_.set_max_message_bytes(max_message_bytes_);
-        reply_.set_session_id(id_);
-        ++pending_;
-        writer_.Write(reply_, this);
-      } else {
-        state_ = kRefused;
-        ++pending_;
-        writer_.Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    absl::StrFormat("the PS serves at most %d workers at once "
-                                                    "(its --max-connections=%d); refusing %s",
-                                                    sessions_->max(), sessions_->max(),
-                                                    context_.peer())),
-                       this);
-      }
-    }
-    MaybeDelete();
-  }
-
-  void Drop(bool ok) override {
-    --pending_;
-    if (state_ == kRequested && ok) ++pending_;  // it started: `ended_` still comes
-    state_ = kRefused;                          // no new call, no new operation
-    MaybeDelete();
-  }
-
- private:
-  struct Ended final : CallData {
-    SessionCall* call = nullptr;
-    void Proceed(bool) override { call->OnEnded(); }
-    void Drop(bool) override { call->OnEnded(); }
-  };
-
-  void OnEnded() {
-    --pending_;
-    if (admitted_) sessions_->Remove(id_);
-    admitted_ = false;
-    MaybeDelete();
-  }
-
-  void MaybeDelete() {
-    if (pending_ == 0) delete this;
-  }
-
-  enum State { kRequested, kHolding, kRefused };
-  wire::PsControl::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Sessions* sessions_;
-  const uint64_t max_message_bytes_;
-  grpc::ServerContext context_;
-  wire::SessionRequest request_;
-  wire::SessionReply reply_;
-  grpc::ServerAsyncWriter<wire::SessionReply> writer_;
-  Ended ended_;
-  State state_ = kRequested;
-  int pending_ = 1;  // events still to come on either tag (the request first)
-  bool admitted_ = false;
-  uint64_t id_ = 0;
-};
-
 // gRPC reports a busy port only through its log; bind once ourselves to name the errno.
 absl::Status ProbePort(const std::string& host, int port) {
   if (port == 0) return absl::OkStatus();
@@ -781,10 +413,7 @@ class GrpcServer final : public Server {
         new SerializedPushCall(&data_service_, cq.get(), &counters_);
         new SerializedExchangeCall(&data_service_, cq.get(), &counters_, &exchanges_);
       }
-      new InfoCall(&control_service_, cq.get(), &options_, &hooks_, &counters_);
-      new BarrierCall(&control_service_, cq.get(), &barriers_);
-      new SessionCall(&control_service_, cq.get(), &sessions_, options_.max_message_bytes);
-      new GoodbyeCall(&control_service_, cq.get(), &sessions_);
+      control_.Post(cq.get());
     }
     for (auto& cq : cqs_) {
       threads_.emplace_back([this, q = cq.get()] { Serve(q); });
@@ -839,7 +468,7 @@ class GrpcServer final : public Server {
     // queues still take the calls' last events.
     exchanges_.hub->Close(ExchangeCancelledError());
     if (!started_) return;
-    sessions_.CancelAll();
+    control_.CancelSessions();
     // Cancels what is still in flight; each call then gets one last event and is deleted.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     {
@@ -860,8 +489,7 @@ class GrpcServer final : public Server {
   std::vector<std::thread> threads_;
   Counters counters_;
   Exchanges exchanges_;
-  Barriers barriers_;
-  Sessions sessions_{options_.max_connections, &counters_};
+  ControlPlane control_{&control_service_, &options_, &hooks_, &counters_};
   std::mutex mu_;
   std::condition_variable cv_;
   bool shutdown_requested_ = false;

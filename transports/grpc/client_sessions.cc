@@ -1,0 +1,153 @@
+#include "transports/grpc/client_sessions.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench::grpc_transport {
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
+                                 static_cast<int>(s.error_code()), ")");
+  switch (s.error_code()) {
+    case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
+    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
+    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
+    default: return absl::InternalError(msg);
+  }
+}
+
+// Why a PS could not be reached, in one line. gRPC says why in the status of a call on the
+// failed channel; a TLS failure (a handshake refused, a PS that closes a plaintext
+// connection) is UNAUTHENTICATED: the PS is there, the credentials are wrong.
+absl::Status ConnectFailure(const ClientOptions& options, PsChannel& s) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  wire::ServerInfo reply;
+  grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
+  std::string why = status.ok() ? "" : status.error_message();
+  auto has = [&why](const char* text) { return why.find(text) != std::string::npos; };
+  const bool reached = !why.empty() && !has("refused") && !has("No route") &&
+                       !has("DNS") && !has("Deadline") && !has("unreachable");
+  if (reached && options.tls.enabled()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "PS ", s.address, ": TLS handshake failed (does --tls-ca hold the CA of the PS "
+        "certificate, does that certificate name the address dialled, is the PS serving "
+        "TLS, does it require a client certificate?): ", why));
+  }
+  if (reached) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "PS ", s.address, " closed the connection during setup: it may serve TLS only "
+        "(give --tls-ca and, for mutual TLS, --tls-cert and --tls-key): ", why));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "cannot reach PS ", s.address, " within ", absl::FormatDuration(options.connect_timeout),
+      " (is psbench-ps running there, and is the address right?)",
+      why.empty() ? "" : absl::StrCat(": ", why)));
+}
+
+// Opens this worker's session on a PS, which counts it against its --max-connections.
+absl::Status OpenSession(absl::Duration connect_timeout, grpc::CompletionQueue& session_cq, PsChannel& s) {
+  constexpr uintptr_t kStarted = 1, kRead = 2, kFinished = 3;
+  auto wait_for = [&session_cq](uintptr_t want, absl::Time deadline) -> std::optional<bool> {
+    void* tag;
+    bool ok;
+    while (session_cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline)) ==
+           grpc::CompletionQueue::GOT_EVENT) {
+      if (reinterpret_cast<uintptr_t>(tag) == want) return ok;
+    }
+    return std::nullopt;
+  };
+  absl::Time deadline = absl::Now() + connect_timeout;
+  s.session_context = std::make_unique<grpc::ClientContext>();
+  wire::SessionReply reply;
+  s.session = s.control->PrepareAsyncSession(s.session_context.get(), wire::SessionRequest(),
+                                             &session_cq);
+  s.session->StartCall(reinterpret_cast<void*>(kStarted));
+  s.session_open = true;
+  std::optional<bool> started = wait_for(kStarted, deadline);
+  std::optional<bool> read;
+  if (started.value_or(false)) {
+    s.session->Read(&reply, reinterpret_cast<void*>(kRead));
+    read = wait_for(kRead, deadline);
+  }
+  if (read.value_or(false)) {
+    s.max_message_bytes = reply.max_message_bytes();
+    s.session_id = reply.session_id();
+    return absl::OkStatus();
+  }
+  // No answer in time: cancel, and let the operation still pending end.
+  if (!started.has_value() || (*started && !read.has_value())) {
+    s.session_context->TryCancel();
+    (void)wait_for(started.has_value() ? kRead : kStarted, absl::Now() + absl::Seconds(5));
+  }
+  // Refused, or cancelled: the status says why.
+  grpc::Status status;
+  s.session->Finish(&status, reinterpret_cast<void*>(kFinished));
+  (void)wait_for(kFinished, absl::Now() + absl::Seconds(5));
+  s.session_open = false;
+  // A PS without sessions (an older psbench-ps, a test's fake PS) has nothing to count.
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
+  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "PS ", s.address, " did not admit this worker within ",
+        absl::FormatDuration(connect_timeout)));
+  }
+  return FromGrpc(status, s.address);
+}
+
+// Ends every session (the PS then frees its place) and drains their queue. Each PS first
+// hears a goodbye, so that it does not count this worker as lost (ServerInfo.sessions_lost).
+// Only a worker that ends normally gets here: one that fails exits without it, and its PS
+// counts it as lost, as it does a worker that was killed or cut off.
+void CloseSessions(std::vector<PsChannel>& servers, grpc::CompletionQueue& session_cq) {
+  struct Bye {
+    grpc::ClientContext context;
+    wire::GoodbyeRequest request;
+    wire::GoodbyeReply reply;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<wire::GoodbyeReply>> call;
+  };
+  std::vector<std::unique_ptr<Bye>> byes;
+  grpc::CompletionQueue bye_cq;
+  for (PsChannel& s : servers) {
+    if (!s.session_open || s.session_id == 0) continue;
+    auto bye = std::make_unique<Bye>();
+    bye->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    bye->request.set_session_id(s.session_id);
+    bye->call = s.control->AsyncGoodbye(&bye->context, bye->request, &bye_cq);
+    bye->call->Finish(&bye->reply, &bye->status, bye.get());
+    byes.push_back(std::move(bye));
+  }
+  for (size_t n = 0; n < byes.size(); ++n) {  // every call ends by its deadline
+    void* tag;
+    bool ok;
+    if (!bye_cq.Next(&tag, &ok)) break;
+  }
+  bye_cq.Shutdown();
+  {
+    void* tag;
+    bool ok;
+    while (bye_cq.Next(&tag, &ok)) {
+    }
+  }
+  std::vector<grpc::Status> statuses(servers.size());
+  for (size_t i = 0; i < servers.size(); ++i) {
+    PsChannel& s = servers[i];
+    if (!s.session_open) continue;
+    s.session_context->TryCancel();
+    s.session->Finish(&statuses[i], &statuses[i]);
+  }
+  session_cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (session_cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace psbench::grpc_transport

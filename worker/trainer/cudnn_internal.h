@@ -1,0 +1,132 @@
+// The cuDNN engine's network (cudnn_network.cc: building, binding, the step; cudnn_layers.cc:
+// each layer's forward and backward). Only for those two files.
+#ifndef PSBENCH_WORKER_TRAINER_CUDNN_INTERNAL_H_
+#define PSBENCH_WORKER_TRAINER_CUDNN_INTERNAL_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/trainer/model.h"
+#include "worker/trainer/network.h"
+
+namespace psbench::trainer::cudnn_engine {
+
+using Clock = std::chrono::steady_clock;
+
+// A failed CUDA call after the network was built is a bug or a dead device: say which and stop.
+#define PSB_CUDA(call)                                                                  \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) Fatal(#call, cudaGetErrorString(e_));                        \
+  } while (0)
+#define PSB_CUDNN(call)                                                                 \
+  do {                                                                                  \
+    cudnnStatus_t e_ = (call);                                                          \
+    if (e_ != CUDNN_STATUS_SUCCESS) Fatal(#call, cudnnGetErrorString(e_));              \
+  } while (0)
+#define PSB_CUBLAS(call)                                                                \
+  do {                                                                                  \
+    cublasStatus_t e_ = (call);                                                         \
+    if (e_ != CUBLAS_STATUS_SUCCESS) Fatal(#call, "cuBLAS error");                      \
+  } while (0)
+
+[[noreturn]] inline void Fatal(const char* call, const char* what) {
+  std::fprintf(stderr, "psbench trainer (gpu): %s failed: %s\n", call, what);
+  std::abort();
+}
+
+inline float* DeviceFloats(size_t count) {
+  void* p = nullptr;
+  PSB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(float)));
+  PSB_CUDA(cudaMemset(p, 0, std::max<size_t>(count, 1) * sizeof(float)));
+  return static_cast<float*>(p);
+}
+
+struct Tensor {
+  cudnnTensorDescriptor_t desc = nullptr;
+  float* value = nullptr;
+  float* diff = nullptr;
+  size_t count = 0;
+  bool diff_written = false;
+};
+
+struct Node {
+  cudnnFilterDescriptor_t filter = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_algo{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
+  cudnnTensorDescriptor_t bias_desc = nullptr;  // 1 x C x 1 x 1 (bias, BN scale/shift)
+  cudnnPoolingDescriptor_t pool = nullptr;
+  cudnnLRNDescriptor_t lrn = nullptr;
+  float* save_mean = nullptr;
+  float* save_inv_var = nullptr;
+  float* relu_diff = nullptr;  // gradient before a fused ReLU
+  std::vector<int> params;
+  std::vector<float*> value, grad;  // device copies of this layer's parameters
+};
+
+class CudnnNetwork final : public Network {
+ public:
+  CudnnNetwork(const Model& model, int batch) : model_(model), batch_(batch) {}
+  ~CudnnNetwork() override;
+
+  absl::Status Build();
+
+  const Model& model() const override { return model_; }
+  int batch() const override { return batch_; }
+  std::string description() const override { return description_; }
+  const std::vector<ParamInfo>& params() const override { return params_; }
+  absl::Status Bind(std::span<float* const> values, std::span<float* const> grads) override;
+  void SetBatch(std::span<const float> images, std::span<const int> labels) override;
+  double Forward() override;
+  void Backward(const std::function<void(int)>& ready) override;
+  void ParamsChanged() override;
+  const std::vector<LayerTime>& layer_times() const override { return times_; }
+  std::vector<float> ReadParam(int i) override;
+  void WriteParam(int i, std::span<const float> values) override;
+  std::vector<float> ReadGrad(int i) override;
+
+ private:
+  absl::Status BuildLayer(int index);
+  void ForwardLayer(int index);
+  void BackwardLayer(int index, const std::function<void(int)>& ready);
+  // beta for writing the gradient of input tensor t: accumulate after the first writer.
+  float Beta(int t) { return tensors_[t].diff_written ? 1.f : 0.f; }
+  void Written(int t) { tensors_[t].diff_written = true; }
+  void ReluForward(Tensor& t);
+  float* ReluBackward(int index);  // returns the pre-activation gradient
+  void* Workspace(size_t bytes);
+
+  Model model_;
+  int batch_;
+  std::string description_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnActivationDescriptor_t relu_ = nullptr;
+  std::vector<Tensor> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<ParamInfo> params_;
+  std::vector<float*> host_values_, host_grads_;
+  std::vector<float*> device_values_, device_grads_;
+  std::vector<LayerTime> times_;
+  float* ones_ = nullptr;  // batch_ ones, for FC bias sums
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::vector<float> logits_, logits_diff_;
+  std::vector<int> labels_;
+};
+
+}  // namespace psbench::trainer::cudnn_engine
+
+#endif  // PSBENCH_WORKER_TRAINER_CUDNN_INTERNAL_H_
