@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -51,6 +53,40 @@ std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
 }
 
 }  // namespace
+
+// srun's report of tasks that ended badly, e.g. "srun: error: node1: task 1: Killed" or
+// "srun: error: node1: task 0-2,5: Exited with exit code 3" -> (task, 128 + signal | code).
+std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
+  static const std::regex kExit(R"(: tasks? ([0-9,\-]+): (Exited with exit code (\d+)|(.+))$)");
+  std::smatch m;
+  if (!absl::StartsWith(line, "srun: error: ") || !std::regex_search(line, m, kExit)) return {};
+  int status = 1;
+  if (m[3].matched) {
+    (void)absl::SimpleAtoi(m[3].str(), &status);
+  } else {
+    std::string what = m[4].str();
+    if (auto core = what.find(" (core dumped)"); core != std::string::npos) what.erase(core);
+    bool named = false;
+    for (int sig = 1; sig < NSIG && !named; ++sig) {
+      if (const char* text = strsignal(sig); text != nullptr && what == text) {
+        status = 128 + sig;
+        named = true;
+      }
+    }
+    if (!named) return {};  // some other error of srun's, not a task's end
+  }
+  std::vector<std::pair<int, int>> out;
+  for (absl::string_view range : absl::StrSplit(m[1].str(), ',')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
+    int lo = 0, hi = 0;
+    if (ends.empty() || ends.size() > 2 || !absl::SimpleAtoi(ends.front(), &lo) ||
+        !absl::SimpleAtoi(ends.back(), &hi) || hi < lo || hi - lo > 100000) {
+      continue;
+    }
+    for (int t = lo; t <= hi; ++t) out.emplace_back(t, status);
+  }
+  return out;
+}
 
 // Open MPI's --tag-output tags each chunk it forwards, not each line: a long line arrives in
 // chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks (and of their
@@ -242,7 +278,10 @@ class SlurmLauncher : public Launcher {
                                      // Steps of one allocation share its CPUs: the PS step
                                      // and the worker step run side by side.
                                      "--overlap",
-                                     "--label", "--kill-on-bad-exit=1",
+                                     // A worker that fails leaves the others running, as under
+                                     // every launcher (its survivors' records are kept); a PS
+                                     // or an MPI job's rank fails the whole step.
+                                     "--label", role == "workers" ? "--kill-on-bad-exit=0" : "--kill-on-bad-exit=1",
                                      absl::StrCat("--ntasks=", members.size()),
                                      absl::StrCat("--nodes=", nodes.size()),
                                      "--nodelist=" + absl::StrJoin(nodes, ","),
@@ -256,10 +295,14 @@ class SlurmLauncher : public Launcher {
     }
     argv.push_back("--multi-prog");
     argv.push_back(conf);
+    // The workers' step: srun's own stderr comes through the pipe too, where it reports each
+    // task that ended badly.
+    const bool workers = role == "workers";
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
-                                     {.capture_stdout = true, .hold_stdin = false});
+                                     {.capture_stdout = true, .hold_stdin = false, .stderr_to_stdout = workers});
     if (!child.ok()) return child.status();
-    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names));
+    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names), nullptr,
+                               workers ? MemberExits(SrunTaskExits) : nullptr);
   }
 
  private:

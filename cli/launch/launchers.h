@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,6 +71,10 @@ std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemu
 // The rank that mpirun's own output names as the cause of a failed job, and what happened
 // to it ("exited on signal 9 (Killed)"); nullopt when it names none below `ranks`.
 std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::string& text, int ranks);
+
+// The tasks that srun's own output line reports as ended badly, with 128 + signal or the exit
+// code: "srun: error: node1: task 1: Killed" -> {(1, 137)}; none for any other line.
+std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line);
 
 // Quotes `word` for a POSIX shell (ssh runs the remote command through the login shell).
 std::string ShellQuote(const std::string& word);

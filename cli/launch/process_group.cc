@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -103,9 +104,9 @@ class ChildGroup : public ProcessGroup {
 class LauncherGroup : public ProcessGroup {
  public:
   LauncherGroup(ChildProcess launcher, Demux demux, std::vector<std::string> names,
-                FailureNamer name_failure)
+                FailureNamer name_failure, MemberExits member_exits)
       : launcher_(std::move(launcher)), demux_(std::move(demux)), names_(std::move(names)),
-        name_failure_(std::move(name_failure)) {}
+        name_failure_(std::move(name_failure)), member_exits_(std::move(member_exits)) {}
 
   absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) override {
     while (ready_.empty()) {
@@ -119,6 +120,9 @@ class LauncherGroup : public ProcessGroup {
       for (Line& l : demux_(*line)) {
         // The launcher's own words, kept (bounded) for naming the member that failed.
         if (l.member < 0 && own_text_.size() < (1 << 20)) absl::StrAppend(&own_text_, l.text, "\n");
+        if (l.member < 0 && member_exits_) {
+          for (auto [member, status] : member_exits_(l.text)) exits_.emplace(member, status);
+        }
         ready_.push_back(std::move(l));
       }
     }
@@ -128,6 +132,13 @@ class LauncherGroup : public ProcessGroup {
   }
 
   std::optional<int> Poll() override { return launcher_.Poll(); }
+  std::optional<int> MemberStatus(size_t i) override {
+    if (!member_exits_) return std::nullopt;
+    if (auto it = exits_.find(static_cast<int>(i)); it != exits_.end()) return it->second;
+    // The launcher said nothing of this member, and has ended: it ended well.
+    if (closed_ && launcher_.Poll().has_value()) return 0;
+    return std::nullopt;
+  }
   std::optional<Failure> FailedMember() const override {
     return name_failure_ ? name_failure_(own_text_) : std::nullopt;
   }
@@ -142,6 +153,8 @@ class LauncherGroup : public ProcessGroup {
   Demux demux_;
   std::vector<std::string> names_;
   FailureNamer name_failure_;
+  MemberExits member_exits_;
+  std::map<int, int> exits_;  // member -> exit status the launcher reported
   std::string own_text_;
   std::deque<Line> ready_;
   bool closed_ = false;
@@ -155,9 +168,10 @@ std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children
 
 std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
                                                   std::vector<std::string> member_names,
-                                                  FailureNamer name_failure) {
+                                                  FailureNamer name_failure, MemberExits member_exits) {
   return std::make_unique<LauncherGroup>(std::move(launcher), std::move(demux),
-                                         std::move(member_names), std::move(name_failure));
+                                         std::move(member_names), std::move(name_failure),
+                                         std::move(member_exits));
 }
 
 }  // namespace psbench

@@ -2,6 +2,7 @@
 // output (chunks of long lines, interleaved ranks) and shell quoting.
 #include "cli/launch/launchers.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -79,6 +80,19 @@ TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
   auto untagged = demux("mpirun noticed that process rank 0 exited");
   ASSERT_EQ(untagged.size(), 1u);
   EXPECT_EQ(untagged[0].member, -1);
+}
+
+TEST(SrunTaskExitsTest, SignalsExitCodesAndRanges) {
+  using Exits = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(SrunTaskExits("srun: error: node1: task 1: Killed"), (Exits{{1, 128 + SIGKILL}}));
+  EXPECT_EQ(SrunTaskExits("srun: error: n2: task 3: Segmentation fault (core dumped)"),
+            (Exits{{3, 128 + SIGSEGV}}));
+  EXPECT_EQ(SrunTaskExits("srun: error: n2: tasks 0-2,5: Exited with exit code 3"),
+            (Exits{{0, 3}, {1, 3}, {2, 3}, {5, 3}}));
+  // srun's other messages, and a task's own output, are not task exits.
+  EXPECT_EQ(SrunTaskExits("srun: error: Unable to create step for job 12: Invalid generic resource"), Exits{});
+  EXPECT_EQ(SrunTaskExits("srun: Job step aborted: Waiting up to 32 seconds for job step to finish."), Exits{});
+  EXPECT_EQ(SrunTaskExits("1: task 1: Killed"), Exits{});
 }
 
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {

@@ -14,8 +14,11 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
 
 #include "tests/integration/run_helpers.h"
 
@@ -327,6 +330,57 @@ TEST_F(SlurmTest, TrainsAlexnetSyncAndAsync) {
     EXPECT_EQ(records[2]["sync"], std::string(mode) == "--sync");
   }
 #endif
+}
+
+// A live psbench-worker of this test's cluster (its environment names our slurm.conf) whose
+// command line holds `cmdline_has`; srun's tasks are not our descendants.
+std::optional<pid_t> ClusterWorker(const std::string& slurm_conf, const std::string& cmdline_has) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    const std::string dir = entry.path().string();
+    if (ReadFile(dir + "/comm") != "psbench-worker\n" || !Alive(pid)) continue;
+    std::string cmdline = ReadFile(dir + "/cmdline"), environ = ReadFile(dir + "/environ");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (cmdline.find(cmdline_has) != std::string::npos &&
+        ("\n" + environ).find("\nSLURM_CONF=" + slurm_conf + "\n") != std::string::npos) {
+      return pid;
+    }
+  }
+  return std::nullopt;
+}
+
+// A worker killed mid-run: srun keeps the other worker's task running, as every launcher
+// does; psbench names the lost worker, exits 1 and keeps the survivor's record.
+TEST_F(SlurmTest, KeepsTheSurvivorsRecordWhenAWorkerIsKilled) {
+  const std::string json = tmp_.File("r.jsonl");
+  Process run(SallocPsbench({"--num-ps=1", "--benchmark=throughput", "--warmup=0s", "--duration=6s",
+                             "--sizes=4K:4K", "--connect-timeout=20s", "--json=" + json}));
+  std::optional<pid_t> victim;
+  for (auto deadline = Clock::now() + seconds(30); Clock::now() < deadline && !victim;) {
+    victim = ClusterWorker(cluster_ + "/slurm.conf", "--worker-index=1 ");
+    if (!victim) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_TRUE(victim) << run.Stderr() << ClusterLogs();
+  std::this_thread::sleep_for(milliseconds(2500));  // mid-measurement
+  ASSERT_TRUE(run.Running()) << run.Stderr();
+  kill(*victim, SIGKILL);
+  auto status = run.Wait(seconds(60));
+  ASSERT_TRUE(status) << "psbench slurm still running 60 s later";
+  EXPECT_EQ(*status, 1) << run.Stderr();
+  std::vector<std::string> lines = Lines(run.Stderr());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(Contains(lines.back(), "worker 1 on ")) << run.Stderr();
+  EXPECT_TRUE(Contains(lines.back(), "killed by SIGKILL")) << run.Stderr();
+  EXPECT_TRUE(Contains(lines.back(), "1 of 2 workers finished")) << run.Stderr();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 1u) << run.Stdout() << run.Stderr();
+  EXPECT_EQ(records[0].value("scope", ""), "worker") << "no total";
+  EXPECT_EQ(records[0].value("worker_index", -1), 0);
+  EXPECT_EQ(records[0].value("peers_lost", -1), 1) << records[0].dump();
+  EXPECT_GT(records[0].value("iterations", 0), 0);
+  EXPECT_EQ(records[0]["cluster"].value("launcher", ""), "slurm");
 }
 
 TEST_F(SlurmTest, UnknownPsInterfaceFailsClearly) {
