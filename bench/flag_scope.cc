@@ -104,6 +104,11 @@ RunShape ShapeOf(const Scenario& s, bool training, bool tour) {
 }
 
 absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports) {
+  if (FlagWasSet("ps-threads") && !AnyTransport(transports, &TransportTraits::threaded_data_plane)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ps-threads applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
+        " only (the other transports poll their data plane on threads of their own)"));
+  }
   if (FlagWasSet("mode") && !AnyTransport(transports, &TransportTraits::honours_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--mode applies to ", TransportsWith(&TransportTraits::honours_mode),

@@ -35,7 +35,8 @@ RunShape ShapeOf(const Scenario& s, bool training, bool tour = false);
 
 // INVALID_ARGUMENT naming the first flag set (FlagWasSet) that has no effect on `shape`.
 absl::Status CheckFlagsApply(const RunShape& shape);
-// The part that depends on the transports only (--mode, --rdma-*), for psbench-ps too.
+// The part that depends on the transports only (--mode, --rdma-*, --ps-threads), for
+// psbench-ps too.
 absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports);
 
 }  // namespace psbench

@@ -13,7 +13,7 @@ ABSL_FLAG(int, num_workers, 1,
           "1; on a cluster the default is every slot after the PS)");
 ABSL_FLAG(std::string, ps_cpu, "", "pin every PS to these CPUs (e.g. 0)");
 ABSL_FLAG(std::string, worker_cpu, "", "pin every worker to these CPUs (e.g. 1)");
-ABSL_FLAG(int, ps_threads, 1, "completion-queue threads per PS");
+ABSL_FLAG(int, ps_threads, 1, "grpc: completion-queue threads serving each PS's data plane");
 ABSL_FLAG(std::string, json, "", "append every result (JSON Lines) to this file");
 ABSL_FLAG(absl::Duration, timeout, absl::ZeroDuration(),
           "end a run that takes longer than this (default: derived from warm-up and duration)");

@@ -25,7 +25,7 @@ ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the f
 ABSL_FLAG(std::string, transport, "grpc",
           "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (as a rank of one mpirun with the "
           "workers)");
-ABSL_FLAG(int, threads, 1, "completion-queue threads serving the data plane");
+ABSL_FLAG(int, threads, 1, "grpc: completion-queue threads serving the data plane");
 ABSL_FLAG(bool, busy_poll, false,
           "serving threads spin on completions instead of sleeping (lower latency, one core each)");
 ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");
@@ -83,6 +83,13 @@ int Main(int argc, char** argv) {
   options.rdma = *rdma;
   if (absl::Status s = CheckTransportFlagsApply({absl::GetFlag(FLAGS_transport)}); !s.ok()) {
     Die(kProgram, s, kExitUsage);
+  }
+  if (FlagWasSet("threads") &&
+      !TraitsOf(absl::GetFlag(FLAGS_transport)).value_or(TransportTraits{}).threaded_data_plane) {
+    Die(kProgram, absl::StrCat("--threads applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
+                               " only (", absl::GetFlag(FLAGS_transport),
+                               " polls its data plane on threads of its own)"),
+        kExitUsage);
   }
   auto tls = TlsOptionsFromFlags(TlsSide::kServer);
   if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);

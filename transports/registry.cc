@@ -85,7 +85,7 @@ struct KnownTransport {
 // Every transport's row, whether or not this build has it.
 constexpr KnownTransport kKnown[] = {
     {"grpc", {.launches_as_job = false, .honours_mode = true, .takes_rdma_options = false,
-              .supports_exchange = true}},
+              .supports_exchange = true, .threaded_data_plane = true}},
     {"grpc+verbs", {.launches_as_job = false, .honours_mode = false, .takes_rdma_options = true,
                     .supports_exchange = true}},
     {"grpc+mpi", {.launches_as_job = true, .honours_mode = false, .takes_rdma_options = false,

@@ -225,6 +225,9 @@ struct TransportTraits {
   bool takes_rdma_options = false;
   // Serves kExchange (the trainer and --benchmark=updates).
   bool supports_exchange = false;
+  // Its PS serves the data plane on ServerOptions::threads completion-queue threads (psbench-ps
+  // --threads, psbench --ps-threads); the others poll theirs on threads of their own.
+  bool threaded_data_plane = false;
 };
 // The traits of every transport psbench knows, built in or not (so that a build without
 // libibverbs still says what grpc+verbs would take); NOT_FOUND for an unknown name.

@@ -204,6 +204,8 @@ const std::vector<BadInput> kRunCases = {
     {"LatencyWithTwoWorkers", Tool::kRun, {"--num-workers=2"}, {"--num-workers"}},
     {"ZeroPs", Tool::kRun, {"--benchmark=throughput", "--num-ps=0"}, {"--num-ps"}},
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
+    {"PsThreadsOnVerbs", Tool::kRun, {"--transport=grpc+verbs", "--ps-threads=2"},
+     {"--ps-threads", "applies to grpc only"}},
     {"MpirunWithoutMpi", Tool::kRun, {"--mpirun=mpirun"}, {"--mpirun", "applies to grpc+mpi only"}},
     {"ModeInListOnVerbs", Tool::kRun, {"--transports=grpc,grpc+verbs/serialized"},
      {"'grpc+verbs/serialized'", "no wire modes"}},
@@ -235,6 +237,7 @@ const std::vector<BadInput> kPsCases = {
     {"RdmaUnknownPoll", Tool::kPs, {"--rdma-poll=spin"}, {"--rdma-poll=spin"}},
     {"RdmaTinySlot", Tool::kPs, {"--rdma-slot-size=100"}, {"--rdma-slot-size"}},
     {"RdmaFlagOnGrpc", Tool::kPs, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
+    {"ThreadsOnVerbs", Tool::kPs, {"--transport=grpc+verbs", "--threads=2"}, {"--threads", "applies to grpc only"}},
 };
 
 std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }
