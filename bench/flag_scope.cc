@@ -17,10 +17,8 @@ namespace {
 using Kind = RunShape::Kind;
 
 bool AnyTransport(const std::vector<std::string>& transports, bool TransportTraits::*trait) {
-  return std::any_of(transports.begin(), transports.end(), [&](const std::string& t) {
-    auto traits = TraitsOf(t);
-    return traits.ok() && (*traits).*trait;
-  });
+  return std::any_of(transports.begin(), transports.end(),
+                     [&](const std::string& t) { return TransportHas(t, trait); });
 }
 
 bool RunsScheme(const RunShape& shape, bool (*pred)(Scheme)) {
@@ -103,10 +101,11 @@ RunShape ShapeOf(const Scenario& s, bool training, bool tour) {
   return shape;
 }
 
-absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports) {
-  if (FlagWasSet("ps-threads") && !AnyTransport(transports, &TransportTraits::threaded_data_plane)) {
+absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports,
+                                      const std::string& threads_flag) {
+  if (FlagWasSet(threads_flag) && !AnyTransport(transports, &TransportTraits::threaded_data_plane)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--ps-threads applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
+        "--", threads_flag, " applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
         " only (the other transports poll their data plane on threads of their own)"));
   }
   if (FlagWasSet("mode") && !AnyTransport(transports, &TransportTraits::honours_mode)) {

@@ -35,9 +35,10 @@ RunShape ShapeOf(const Scenario& s, bool training, bool tour = false);
 
 // INVALID_ARGUMENT naming the first flag set (FlagWasSet) that has no effect on `shape`.
 absl::Status CheckFlagsApply(const RunShape& shape);
-// The part that depends on the transports only (--mode, --rdma-*, --ps-threads), for
-// psbench-ps too.
-absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports);
+// The part that depends on the transports only (--mode, --rdma-*, the data-plane threads),
+// for psbench-ps too, whose data-plane threads flag is --threads (psbench's: --ps-threads).
+absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports,
+                                      const std::string& threads_flag = "ps-threads");
 
 }  // namespace psbench
 

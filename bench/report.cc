@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/cli.h"
 #include "bench/sysinfo.h"
 #include "fmt/core.h"
 #include "payloads/size.h"
@@ -201,6 +202,13 @@ json AggregateThroughput(const std::vector<json>& workers) {
   total["cpu"]["workers"] = worker_cpu;
   total["cpu"].erase("worker");
   return total;
+}
+
+void CheckJsonPathOrDie(absl::string_view program, const std::string& path) {
+  if (path.empty()) return;
+  if (absl::Status s = AppendJsonLines(path, {}); !s.ok()) {
+    Die(program, s, s.code() == absl::StatusCode::kUnavailable ? kExitRuntime : kExitUsage);
+  }
 }
 
 absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& records) {

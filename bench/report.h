@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
 #include "nlohmann/json.hpp"
@@ -29,11 +30,10 @@ nlohmann::json AggregateThroughput(const std::vector<nlohmann::json>& workers);
 // INVALID_ARGUMENT for a path that names no writable file (no such directory, a directory,
 // permission), UNAVAILABLE for a disk that cannot take it (read-only, full, I/O error).
 absl::Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
-// The exit status for that error found before measuring (AppendJsonLines(path, {})): 2 for
-// a bad path (bad input), 1 for a read-only, full or failing disk (a runtime failure).
-inline int JsonPathExitCode(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kUnavailable ? 1 : 2;
-}
+// Before measuring: that `path` ("" = none) can take records (AppendJsonLines(path, {})),
+// else "<program>: <why>" and exit 2 for a bad path (bad input), 1 for a read-only, full or
+// failing disk (a runtime failure).
+void CheckJsonPathOrDie(absl::string_view program, const std::string& path);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints records as tables: a header block whenever what is measured changes, then one row

@@ -141,7 +141,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
   // Only where they apply: a record names no mode its transport ignores.
   if (!TransportHonoursMode(s.transport)) j.erase("mode");
-  if (TraitsOf(s.transport).value_or(TransportTraits{}).takes_rdma_options) {
+  if (TransportHas(s.transport, &TransportTraits::takes_rdma_options)) {
     j["rdma"] = RdmaOptionsToJson(s.rdma);
   }
   return j;

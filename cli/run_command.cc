@@ -98,9 +98,7 @@ int RunRunCommand(int argc, char** argv, const std::string& bin_dir) {
     }
   }
   std::string json_path = JsonFlag();
-  if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
-  }
+  CheckJsonPathOrDie(kProgram, json_path);
   // The tour measures PS throughput with 2 workers x 2 PS unless told otherwise.
   if (!FlagWasSet("benchmark") && !FlagWasSet("trainer")) {
     if (!FlagWasSet("num-ps")) options->num_ps = 2;

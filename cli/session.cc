@@ -179,7 +179,6 @@ RunShape CheckRunFlagsOrDie(const Scenario& base) {
 
 int RunSession(Session& session, Scenario base) {
   base.tls = session.options.tls;
-  CheckRunFlagsOrDie(base);
   if (FlagWasSet("trainer")) return RunTraining(session, base);
   if (base.benchmark == Benchmark::kUpdates) return RunUpdates(session, base);
   const bool tour = !FlagWasSet("benchmark");

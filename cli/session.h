@@ -43,8 +43,8 @@ absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std
 // Returns the exit status.
 int RunSession(Session& session, Scenario base);
 // Exits 2 naming the first flag given that would change nothing about the run the flags ask
-// for (bench/flag_scope.h), or a bad --transports list. RunSession checks too; commands call
-// it first so that nothing is printed or started before.
+// for (bench/flag_scope.h), or a bad --transports list. Every command calls it before
+// RunSession, so that nothing is printed or started before.
 RunShape CheckRunFlagsOrDie(const Scenario& base);
 
 // psbench run --trainer and --benchmark=updates (cli/training_runs.cc).

@@ -44,9 +44,7 @@ int RunTrainCommand(int argc, char** argv) {
 #else
   auto settings = TrainerSettingsFromFlags(absl::GetFlag(FLAGS_model));
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
-  if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
-  }
+  CheckJsonPathOrDie(kProgram, json_path);
   trainer::TimingOptions options;
   options.model = settings->model;
   options.engine = settings->engine;

@@ -18,6 +18,14 @@ namespace psbench {
 namespace {
 constexpr char kProgram[] = "psbench";
 using nlohmann::json;
+
+// Training and the updates check exchange parameters with the PS.
+void RequireExchanges(const char* what, const std::string& transport) {
+  if (TransportHas(transport, &TransportTraits::supports_exchange)) return;
+  Die(kProgram, absl::StrCat(what, ": ", transport, " does not serve exchanges; use one of ",
+                             TransportsWith(&TransportTraits::supports_exchange)),
+      kExitUsage);
+}
 }  // namespace
 
 int RunTraining(Session& session, Scenario s) {
@@ -38,11 +46,7 @@ int RunTraining(Session& session, Scenario s) {
   Die(kProgram, "--trainer: this psbench was built without the trainer (oneDNN not found; see "
                 "deploy/install-deps.sh)", kExitUsage);
 #endif
-  if (!TraitsOf(s.transport).value_or(TransportTraits{}).supports_exchange) {
-    Die(kProgram, absl::StrCat("--trainer: ", s.transport, " does not serve exchanges; use one of ",
-                               TransportsWith(&TransportTraits::supports_exchange)),
-        kExitUsage);
-  }
+  RequireExchanges("--trainer", s.transport);
   s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
@@ -96,11 +100,7 @@ int RunUpdates(Session& session, Scenario s) {
   auto settings = UpdatesSettingsFromFlags(o.num_workers);
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
-  if (!TraitsOf(s.transport).value_or(TransportTraits{}).supports_exchange) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: ", s.transport, " does not serve exchanges; use one of ",
-                               TransportsWith(&TransportTraits::supports_exchange)),
-        kExitUsage);
-  }
+  RequireExchanges("--benchmark=updates", s.transport);
   auto plans = s.Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   const size_t tensors = plans->front().Sizes(0).size();

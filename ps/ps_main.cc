@@ -81,15 +81,8 @@ int Main(int argc, char** argv) {
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;
-  if (absl::Status s = CheckTransportFlagsApply({absl::GetFlag(FLAGS_transport)}); !s.ok()) {
+  if (absl::Status s = CheckTransportFlagsApply({absl::GetFlag(FLAGS_transport)}, "threads"); !s.ok()) {
     Die(kProgram, s, kExitUsage);
-  }
-  if (FlagWasSet("threads") &&
-      !TraitsOf(absl::GetFlag(FLAGS_transport)).value_or(TransportTraits{}).threaded_data_plane) {
-    Die(kProgram, absl::StrCat("--threads applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
-                               " only (", absl::GetFlag(FLAGS_transport),
-                               " polls its data plane on threads of its own)"),
-        kExitUsage);
   }
   auto tls = TlsOptionsFromFlags(TlsSide::kServer);
   if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);

@@ -101,14 +101,9 @@ absl::StatusOr<TransportTraits> TraitsOf(absl::string_view transport) {
   return absl::NotFoundError(absl::StrCat(std::string(transport), " is not a transport"));
 }
 
-bool TransportLaunchesAsJob(absl::string_view transport) {
+bool TransportHas(absl::string_view transport, bool TransportTraits::*trait) {
   auto t = TraitsOf(transport);
-  return t.ok() && t->launches_as_job;
-}
-
-bool TransportHonoursMode(absl::string_view transport) {
-  auto t = TraitsOf(transport);
-  return t.ok() && t->honours_mode;
+  return t.ok() && (*t).*trait;
 }
 
 std::string TransportWithMode(absl::string_view transport, WireMode mode) {

@@ -232,9 +232,14 @@ struct TransportTraits {
 // The traits of every transport psbench knows, built in or not (so that a build without
 // libibverbs still says what grpc+verbs would take); NOT_FOUND for an unknown name.
 absl::StatusOr<TransportTraits> TraitsOf(absl::string_view transport);
-// Shorthands; false for an unknown name.
-bool TransportLaunchesAsJob(absl::string_view transport);
-bool TransportHonoursMode(absl::string_view transport);
+// Whether `transport` has `trait` (false for an unknown name), and two common shorthands.
+bool TransportHas(absl::string_view transport, bool TransportTraits::*trait);
+inline bool TransportLaunchesAsJob(absl::string_view transport) {
+  return TransportHas(transport, &TransportTraits::launches_as_job);
+}
+inline bool TransportHonoursMode(absl::string_view transport) {
+  return TransportHas(transport, &TransportTraits::honours_mode);
+}
 // How a run names its transport: "grpc/serialized" where the mode applies, else the name.
 std::string TransportWithMode(absl::string_view transport, WireMode mode);
 // The known transports with a trait, e.g. "grpc" for honours_mode (for messages).

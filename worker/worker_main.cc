@@ -173,10 +173,7 @@ int Main(int argc, char** argv) {
 
   std::string json_path = absl::GetFlag(FLAGS_json);
   // Fail before connecting and measuring, not after.
-  auto check_json_path = [&json_path] {
-    if (json_path.empty()) return;
-    if (absl::Status s = AppendJsonLines(json_path, {}); !s.ok()) Die(kProgram, s, JsonPathExitCode(s));
-  };
+  auto check_json_path = [&json_path] { CheckJsonPathOrDie(kProgram, json_path); };
   if (!job) check_json_path();
 
   // Payloads are declared before the client so they outlive it (the transport may

@@ -262,7 +262,7 @@ absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans
 std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s) {
   std::vector<std::string> argv = {o.bin_dir + "/psbench-ps", "--listen=" + o.ps_listen, "--port=0",
                                    "--transport=" + s.transport};
-  if (TraitsOf(s.transport).value_or(TransportTraits{}).threaded_data_plane) {
+  if (TransportHas(s.transport, &TransportTraits::threaded_data_plane)) {
     argv.push_back(absl::StrCat("--threads=", o.ps_threads));
   }
   if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
