@@ -187,6 +187,29 @@ std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::strin
   return std::nullopt;
 }
 
+// Under mpirun a rank that fails ends its job: Open MPI aborts the others. So each worker
+// runs under a shell that reports how it ended, on its stderr, and exits 0: the other workers
+// run on, as under every launcher. (mpirun signals each rank's process group, so stopping the
+// job still reaches the worker.)
+constexpr absl::string_view kRankExit = "psbench-rank-exit ";
+
+std::vector<std::string> ReportingRank(const std::vector<std::string>& argv) {
+  std::vector<std::string> out = {"/bin/sh", "-c", absl::StrCat("\"$@\"; echo ", kRankExit, "$? >&2; exit 0"),
+                                  "psbench-rank"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+std::vector<std::pair<int, int>> RankExits(const ProcessGroup::Line& line) {
+  int status = 0;
+  if (line.member < 0 || !line.from_stderr || !absl::StartsWith(line.text, kRankExit) ||
+      !absl::SimpleAtoi(absl::string_view(line.text).substr(kRankExit.size()), &status) ||
+      status < 0 || status > 255) {
+    return {};
+  }
+  return {{line.member, status}};
+}
+
 namespace {
 
 class LocalLauncher : public Launcher {
@@ -302,7 +325,10 @@ class SlurmLauncher : public Launcher {
                                      {.capture_stdout = true, .hold_stdin = false, .stderr_to_stdout = workers});
     if (!child.ok()) return child.status();
     return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names), nullptr,
-                               workers ? MemberExits(SrunTaskExits) : nullptr);
+                               workers ? MemberExits([](const ProcessGroup::Line& l) {
+                                 return l.member < 0 ? SrunTaskExits(l.text) : std::vector<std::pair<int, int>>{};
+                               })
+                                       : nullptr);
   }
 
  private:
@@ -346,12 +372,15 @@ class MpirunLauncher : public Launcher {
     for (const char* a : {"--oversubscribe", "--bind-to", "none", "--tag-output"}) argv.push_back(a);
     for (const auto& a : args_) argv.push_back(a);
     std::vector<std::string> names;
+    // Workers are not one MPI job's ranks (that is the "job" step): each reports its own end.
+    const bool workers = role == "workers";
     for (size_t i = 0; i < members.size(); ++i) {
       if (i > 0) argv.push_back(":");
       for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"), members[i].host}) {
         argv.push_back(a);
       }
-      argv.insert(argv.end(), members[i].argv.begin(), members[i].argv.end());
+      const std::vector<std::string> rank = workers ? ReportingRank(members[i].argv) : members[i].argv;
+      argv.insert(argv.end(), rank.begin(), rank.end());
       names.push_back(absl::StrCat(members[i].name, " (MPI rank ", i, ")"));
     }
     // mpirun's own stderr says which rank failed; the ranks' stderr comes back tagged.
@@ -363,7 +392,8 @@ class MpirunLauncher : public Launcher {
     }
     int ranks = static_cast<int>(members.size());
     return GroupBehindLauncher(*std::move(child), MpirunTagDemux(), std::move(names),
-                               [ranks](const std::string& text) { return FailedRankFromMpirunOutput(text, ranks); });
+                               [ranks](const std::string& text) { return FailedRankFromMpirunOutput(text, ranks); },
+                               workers ? MemberExits(RankExits) : nullptr);
   }
 
  private:

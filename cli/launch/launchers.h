@@ -76,6 +76,12 @@ std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::strin
 // code: "srun: error: node1: task 1: Killed" -> {(1, 137)}; none for any other line.
 std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line);
 
+// Under mpirun, each worker runs as `ReportingRank(argv)`: a shell that runs it, prints how
+// it ended on its stderr and exits 0, so that Open MPI does not end the other workers.
+// `RankExits` reads that line back: {(rank, exit status or 128 + signal)}; none for any other.
+std::vector<std::string> ReportingRank(const std::vector<std::string>& argv);
+std::vector<std::pair<int, int>> RankExits(const ProcessGroup::Line& line);
+
 // Quotes `word` for a POSIX shell (ssh runs the remote command through the login shell).
 std::string ShellQuote(const std::string& word);
 

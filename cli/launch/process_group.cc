@@ -120,8 +120,13 @@ class LauncherGroup : public ProcessGroup {
       for (Line& l : demux_(*line)) {
         // The launcher's own words, kept (bounded) for naming the member that failed.
         if (l.member < 0 && own_text_.size() < (1 << 20)) absl::StrAppend(&own_text_, l.text, "\n");
-        if (l.member < 0 && member_exits_) {
-          for (auto [member, status] : member_exits_(l.text)) exits_.emplace(member, status);
+        if (member_exits_) {
+          auto exits = member_exits_(l);
+          for (auto [member, status] : exits) {
+            exits_.emplace(member, status);
+            if (status != 0 && !first_exit_) first_exit_ = Failure{member, ChildProcess::Describe(status)};
+          }
+          if (l.member >= 0 && !exits.empty()) continue;  // a rank wrapper's report, not the member's
         }
         ready_.push_back(std::move(l));
       }
@@ -131,7 +136,15 @@ class LauncherGroup : public ProcessGroup {
     return next;
   }
 
-  std::optional<int> Poll() override { return launcher_.Poll(); }
+  // The launcher's status, or worse, a member's it reported: srun's worker step and mpirun's
+  // wrapped ranks run on, and end well, when one member fails.
+  std::optional<int> Poll() override {
+    auto st = launcher_.Poll();
+    if (!st) return st;
+    int worst = *st;
+    for (const auto& [member, status] : exits_) worst = std::max(worst, status);
+    return worst;
+  }
   std::optional<int> MemberStatus(size_t i) override {
     if (!member_exits_) return std::nullopt;
     if (auto it = exits_.find(static_cast<int>(i)); it != exits_.end()) return it->second;
@@ -140,7 +153,8 @@ class LauncherGroup : public ProcessGroup {
     return std::nullopt;
   }
   std::optional<Failure> FailedMember() const override {
-    return name_failure_ ? name_failure_(own_text_) : std::nullopt;
+    if (auto named = name_failure_ ? name_failure_(own_text_) : std::nullopt) return named;
+    return first_exit_;
   }
   std::string MemberName(size_t i) const override {
     return i < names_.size() ? names_[i] : absl::StrCat("member ", i);
@@ -155,6 +169,7 @@ class LauncherGroup : public ProcessGroup {
   FailureNamer name_failure_;
   MemberExits member_exits_;
   std::map<int, int> exits_;  // member -> exit status the launcher reported
+  std::optional<Failure> first_exit_;  // the first of them that was not 0
   std::string own_text_;
   std::deque<Line> ready_;
   bool closed_ = false;

@@ -40,9 +40,9 @@ class ProcessGroup {
   virtual std::optional<int> Poll() = 0;
   virtual std::optional<Failure> FailedMember() const = 0;
   // Member i's exit status once it has exited, where members are processes of their own
-  // (local, ssh) or the launcher reports each (srun's worker steps, which run on when a task
-  // fails); nullopt while it runs, or always where the launcher ends the whole job at the
-  // first failure (mpirun, srun's PS and MPI steps).
+  // (local, ssh) or the launcher reports each (the worker steps of srun and mpirun, which run
+  // on when one fails); nullopt while it runs, or always where the launcher ends the whole job
+  // at the first failure (the PS steps and MPI jobs of srun and mpirun).
   virtual std::optional<int> MemberStatus(size_t i) { return std::nullopt; }
   // How messages name member i: "worker 1 (pid 4711)", "PS 0 on node2 (pid 812)".
   virtual std::string MemberName(size_t i) const = 0;
@@ -62,12 +62,13 @@ std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children
 // complete lines (none, when it only continued a line; member -1 for untagged text).
 // `name_failure`, when given, reads the launcher's own (untagged) output for the member
 // that failed (mpirun names the rank).
-// `member_exits`, when given, reads one line of the launcher's own output for members that
-// ended and how (srun: "task 1: Killed"): MemberStatus then reports them, and 0 for the others
-// once the launcher has exited.
+// `member_exits`, when given, reads each line for members that ended and how: the launcher's
+// own words (srun: "task 1: Killed") or a member's (the line a rank's wrapper prints under
+// mpirun, which is then not passed on). MemberStatus then reports them, and 0 for the others
+// once the launcher has exited; Poll and FailedMember count them too.
 using Demux = std::function<std::vector<ProcessGroup::Line>(const std::string&)>;
 using FailureNamer = std::function<std::optional<ProcessGroup::Failure>(const std::string&)>;
-using MemberExits = std::function<std::vector<std::pair<int, int>>(const std::string&)>;
+using MemberExits = std::function<std::vector<std::pair<int, int>>(const ProcessGroup::Line&)>;
 std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
                                                   std::vector<std::string> member_names,
                                                   FailureNamer name_failure = nullptr,

@@ -95,6 +95,23 @@ TEST(SrunTaskExitsTest, SignalsExitCodesAndRanges) {
   EXPECT_EQ(SrunTaskExits("1: task 1: Killed"), Exits{});
 }
 
+// Under mpirun each worker runs inside a shell that reports its end on the rank's stderr.
+TEST(RankExitsTest, ReadsOnlyTheWrappersLine) {
+  using Exits = std::vector<std::pair<int, int>>;
+  std::vector<std::string> argv = ReportingRank({"/bin/psbench-worker", "--quiet"});
+  ASSERT_EQ(argv.size(), 6u);
+  EXPECT_EQ(argv[0], "/bin/sh");
+  EXPECT_EQ(argv[4], "/bin/psbench-worker");
+  EXPECT_EQ(argv[5], "--quiet");
+  EXPECT_EQ(RankExits({2, "psbench-rank-exit 137", true}), (Exits{{2, 137}}));
+  EXPECT_EQ(RankExits({0, "psbench-rank-exit 0", true}), (Exits{{0, 0}}));
+  // On stdout, untagged, malformed or out of range: the member's own text.
+  EXPECT_EQ(RankExits({2, "psbench-rank-exit 137", false}), Exits{});
+  EXPECT_EQ(RankExits({-1, "psbench-rank-exit 137", true}), Exits{});
+  EXPECT_EQ(RankExits({1, "psbench-rank-exit x", true}), Exits{});
+  EXPECT_EQ(RankExits({1, "psbench-rank-exit 300", true}), Exits{});
+}
+
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(ShellQuote("--listen=ib0"), "--listen=ib0");
   EXPECT_EQ(ShellQuote("a b"), "'a b'");

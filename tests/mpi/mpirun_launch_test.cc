@@ -1,6 +1,10 @@
 // psbench mpirun: a host list launched with a real Open MPI mpirun, over grpc (a PS job, then
 // a worker job, PS addresses passed between them) and grpc+mpi (one MPMD job).
+#include <signal.h>
+
 #include <fstream>
+#include <optional>
+#include <thread>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -109,6 +113,64 @@ TEST_P(MpirunLaunchTest, ProgressLineOnATerminal) {
     rows += line.find("           1 ") == 0 || line.find("           2 ") == 0;
   }
   EXPECT_EQ(rows, 2) << r.out;
+}
+
+// Every process under `root`, at any depth (mpirun's ranks run under a shell it started).
+std::vector<ProcInfo> DescendantsOf(pid_t root) {
+  std::vector<ProcInfo> out;
+  std::vector<pid_t> frontier = {root};
+  while (!frontier.empty()) {
+    pid_t parent = frontier.back();
+    frontier.pop_back();
+    for (ProcInfo& p : ChildrenOf(parent)) {
+      frontier.push_back(p.pid);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+// A worker killed mid-run: under mpirun too the other worker runs on (Open MPI would end the
+// job, so each worker rank reports its own end); psbench names the lost worker, exits 1 and
+// keeps the survivor's record.
+TEST_F(MpirunLaunchTest, KeepsTheSurvivorsRecordWhenAWorkerIsKilled) {
+  const std::string out = tmp_.File("r.jsonl");
+  Process run({BinPath("psbench"), "mpirun", "--hostfile=" + HostFile("localhost slots=3\n"),
+               "--mpirun=" PSBENCH_MPIEXEC, "--num-ps=1", "--benchmark=throughput", "--warmup=0s",
+               "--duration=6s", "--sizes=4K:4K", "--connect-timeout=20s", "--json=" + out});
+  std::optional<ProcInfo> victim;
+  std::vector<ProcInfo> workers;
+  for (auto deadline = Clock::now() + seconds(30); Clock::now() < deadline && workers.size() < 2;) {
+    workers.clear();
+    for (const ProcInfo& p : DescendantsOf(run.pid())) {
+      if (p.comm == "psbench-worker" && p.state != 'Z' && p.cmdline.find("--scenario-base64=") != std::string::npos) {
+        workers.push_back(p);
+        if (p.cmdline.find("--worker-index=1 ") != std::string::npos) victim = p;
+      }
+    }
+    if (workers.size() < 2) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_EQ(workers.size(), 2u) << run.Stderr();
+  ASSERT_TRUE(victim);
+  std::this_thread::sleep_for(milliseconds(2500));  // mid-measurement
+  ASSERT_TRUE(run.Running()) << run.Stderr();
+  kill(victim->pid, SIGKILL);
+  auto status = run.Wait(seconds(60));
+  ASSERT_TRUE(status) << "psbench mpirun still running 60 s later";
+  EXPECT_EQ(*status, 1) << run.Stderr();
+  std::vector<std::string> lines = Lines(run.Stderr());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("worker 1 (MPI rank 1) killed by SIGKILL"), std::string::npos) << run.Stderr();
+  EXPECT_NE(lines.back().find("1 of 2 workers finished"), std::string::npos) << run.Stderr();
+  EXPECT_EQ(run.Stderr().find("psbench-rank-exit"), std::string::npos) << "the wrapper's report is read, not shown";
+  for (const ProcInfo& w : workers) EXPECT_FALSE(Alive(w.pid)) << "worker " << w.pid << " left";
+  std::vector<Json> records = ReadJsonLines(out);
+  ASSERT_EQ(records.size(), 1u) << run.Stdout() << run.Stderr();
+  EXPECT_EQ(records[0].value("scope", ""), "worker") << "no total";
+  EXPECT_EQ(records[0].value("worker_index", -1), 0);
+  EXPECT_EQ(records[0].value("peers_lost", -1), 1) << records[0].dump();
+  EXPECT_GT(records[0].value("iterations", 0), 0);
+  EXPECT_EQ(records[0]["cluster"].value("launcher", ""), "mpirun");
 }
 
 TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {
