@@ -9,57 +9,14 @@
 #define PSBENCH_PS_PARAM_STORE_H_
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <string>
 #include <vector>
-
-#include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 
 #include "ps/param_protocol.h"
 #include "transports/transport.h"
 
 namespace psbench {
-
-// A set of step numbers as disjoint, non-adjacent ranges: one range for a worker whose steps
-// were all applied in order. Text form "0-41,43,45-99" (empty: none).
-class StepSet {
- public:
-  // Adds `step`; false when it was already there.
-  bool Add(uint64_t step);
-  bool Contains(uint64_t step) const;
-  uint64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  // first -> last (inclusive), ascending.
-  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
-  std::string ToString() const;
-  static absl::StatusOr<StepSet> Parse(const std::string& text);
-  bool operator==(const StepSet& other) const { return ranges_ == other.ranges_; }
-
- private:
-  std::map<uint64_t, uint64_t> ranges_;
-  uint64_t size_ = 0;
-};
-
-// What a PS applied in its current run, per worker.
-struct UpdateReport {
-  struct Worker {
-    uint64_t applied = 0;            // updates applied, duplicates included
-    StepSet steps;                   // the distinct steps applied
-    std::vector<uint64_t> duplicates;  // steps applied more than once, once per extra time
-  };
-  uint64_t run_id = 0;
-  bool sync = true;
-  uint64_t updates = 0;  // steps (sync) or pushes (async) applied
-  std::vector<Worker> workers;  // by worker index
-
-  // {"run_id", "sync", "num_workers", "updates", "workers": [{"worker", "applied", "steps",
-  // "duplicates"}]}
-  nlohmann::json ToJson() const;
-  static absl::StatusOr<UpdateReport> FromJson(const nlohmann::json& j);
-};
 
 class ParamStore final : public ExchangeHandler {
  public:

@@ -12,7 +12,7 @@
 #include "bench/sysinfo.h"
 #include "fmt/format.h"
 #include "payloads/payload.h"
-#include "ps/param_protocol.h"
+#include "ps/ps_client.h"
 #include "worker/trainer/init.h"
 #include "worker/trainer/network.h"
 #include "worker/trainer/timing.h"
@@ -23,21 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr char kProgram[] = "psbench-worker";
-
-uint64_t Fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-// One PS's shard: the variables placed on it, sent as [header, gradients...] and answered
-// as [header, parameters...] straight into the memory the network computes with.
-struct Shard {
-  std::vector<int> params;
-  uint64_t bytes = 0;
-  std::unique_ptr<Payload> request, reply;
-  int request_id = -1, reply_id = -1;
-};
 
 }  // namespace
 
@@ -51,70 +36,38 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   trainer::Network& net = **made;
   const auto& params = net.params();
 
-  // Variables go to PS greedily by bytes, in model order, as tf_cnn_benchmarks places them.
-  const size_t num_ps = client.num_servers();
-  std::vector<Shard> shards(num_ps);
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto least = std::min_element(shards.begin(), shards.end(),
-                                  [](const Shard& a, const Shard& b) { return a.bytes < b.bytes; });
-    least->params.push_back(static_cast<int>(i));
-    least->bytes += params[i].bytes;
-  }
+  // The PS client places the variables over the PS by bytes; the network computes with
+  // the parameters where they arrive and writes its gradients where they leave from.
+  std::vector<uint64_t> tensor_bytes;
+  for (const auto& p : params) tensor_bytes.push_back(p.bytes);
+  auto made_ps = PsClient::Create(client, tensor_bytes,
+                                  {.run_id = scenario.run_id,
+                                   .worker = static_cast<uint32_t>(scenario.worker_index),
+                                   .num_workers = static_cast<uint32_t>(scenario.num_workers),
+                                   .sync = settings.sync,
+                                   .learning_rate = settings.learning_rate,
+                                   .momentum = settings.momentum,
+                                   .seed = scenario.payload.seed,
+                                   .round_timeout = scenario.rpc_timeout + absl::Seconds(5)});
+  if (!made_ps.ok()) Die(kProgram, made_ps.status(), kExitRuntime);
+  PsClient& ps = **made_ps;
+  const size_t num_ps = ps.num_ps();
   std::vector<float*> values(params.size()), grads(params.size());
-  for (Shard& shard : shards) {
-    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
-    for (int p : shard.params) sizes.push_back(params[p].bytes);
-    shard.request = std::make_unique<Payload>(sizes, scenario.payload.seed);
-    shard.reply = std::make_unique<Payload>(sizes, scenario.payload.seed);
-    for (size_t k = 0; k < shard.params.size(); ++k) {
-      grads[shard.params[k]] = reinterpret_cast<float*>(shard.request->mutable_buffer(k + 1).data());
-      values[shard.params[k]] = reinterpret_cast<float*>(shard.reply->mutable_buffer(k + 1).data());
-    }
-    auto request = client.Register(*shard.request);
-    auto reply = client.Register(*shard.reply);
-    if (!request.ok()) Die(kProgram, request.status(), kExitRuntime);
-    if (!reply.ok()) Die(kProgram, reply.status(), kExitRuntime);
-    shard.request_id = *request;
-    shard.reply_id = *reply;
+  for (size_t i = 0; i < params.size(); ++i) {
+    values[i] = ps.incoming(static_cast<int>(i));
+    grads[i] = ps.outgoing(static_cast<int>(i));
   }
   if (absl::Status s = net.Bind(values, grads); !s.ok()) Die(kProgram, s, kExitRuntime);
-
-  ExchangeHeader header;
-  header.worker = static_cast<uint32_t>(scenario.worker_index);
-  header.num_workers = static_cast<uint32_t>(scenario.num_workers);
-  header.flags = settings.sync ? uint32_t{ExchangeHeader::kSync} : 0u;
-  header.learning_rate = settings.learning_rate;
-  header.momentum = settings.momentum;
-  header.run_id = Fnv1a(scenario.run_id);
-  // Sends every shard and waits for the parameters to come back.
+  // One round with every PS; the network's parameters are then the PS's.
   auto exchange = [&](ExchangeHeader::Kind kind, uint64_t step) {
-    header.kind = kind;
-    header.step = step;
-    for (size_t p = 0; p < num_ps; ++p) {
-      header.num_tensors = static_cast<uint32_t>(shards[p].params.size());
-      std::memcpy(shards[p].request->mutable_buffer(0).data(), &header, sizeof(header));
-      client.StartExchange(p, shards[p].request_id, shards[p].reply_id, p);
-    }
-    const absl::Time deadline = absl::Now() + scenario.rpc_timeout + absl::Seconds(5);
-    for (size_t done = 0; done < num_ps; ++done) {
-      auto c = client.Next(deadline);
-      if (!c.ok()) Die(kProgram, absl::StrCat("step ", step, ": ", c.status().message()), kExitRuntime);
-      if (!c->status.ok()) {
-        Die(kProgram, absl::StrCat("step ", step, " on PS ", client.server_address(c->tag), ": ",
-                                   c->status.message()),
-            kExitRuntime);
-      }
-    }
+    if (absl::Status s = ps.Exchange(kind, step); !s.ok()) Die(kProgram, s, kExitRuntime);
     net.ParamsChanged();
   };
 
   // Every worker starts from the same seeded values; the first to arrive sets the PS, and
   // all continue from what the PS answers.
   net.InitParams(scenario.payload.seed);
-  for (Shard& shard : shards)
-    for (size_t k = 0; k < shard.params.size(); ++k)
-      std::memcpy(shard.request->mutable_buffer(k + 1).data(),
-                  shard.reply->buffer(k + 1).data(), params[shard.params[k]].bytes);
+  for (size_t i = 0; i < params.size(); ++i) std::memcpy(grads[i], values[i], params[i].bytes);
   exchange(ExchangeHeader::kInit, 0);
 
   const trainer::Shape in = model->layers[0].out;
@@ -143,10 +96,6 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     step_s.push_back(std::chrono::duration<double>(exchanged - start).count());
     losses.push_back(loss);
   }
-  for (Shard& shard : shards) {
-    client.Unregister(shard.request_id);
-    client.Unregister(shard.reply_id);
-  }
   // Every worker of a run gets the same flags: worker 0 alone writes the trace.
   if (!settings.write_trace.empty() && scenario.worker_index == 0) {
     if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kProgram, s, kExitRuntime);
@@ -174,13 +123,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record["run_id"] = scenario.run_id;
   record["warmup_steps"] = settings.warmup_steps;
   record["steps"] = settings.steps;
-  nlohmann::json placement = nlohmann::json::array();
-  for (size_t p = 0; p < num_ps; ++p) {
-    placement.push_back({{"ps", client.server_address(p)},
-                         {"tensors", shards[p].params.size()},
-                         {"bytes", shards[p].bytes}});
-  }
-  record["placement"] = placement;
+  record["placement"] = ps.PlacementJson();
   record["images_per_s"] = settings.batch * step_s.size() / total_s;
   record["step"] = trainer::SecondsStats(step_s);
   record["compute"] = trainer::SecondsStats(compute_s);

@@ -12,8 +12,7 @@
 #include "bench/sysinfo.h"
 #include "fmt/format.h"
 #include "payloads/payload.h"
-#include "ps/param_protocol.h"
-#include "ps/param_store.h"
+#include "ps/ps_client.h"
 #include "worker/trainer_flags.h"
 
 namespace psbench {
@@ -41,20 +40,6 @@ uint32_t ElementCode(uint64_t seed, uint64_t tensor, uint64_t i) {
 float Initial(uint64_t seed, uint64_t tensor, uint64_t i) {
   return static_cast<float>((seed + tensor * 1009 + i) % 1024);
 }
-
-uint64_t Fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-// The tensors on one PS: [header, tensors...] out, the same sizes back.
-struct Shard {
-  std::vector<int> tensors;  // model tensor indexes
-  uint64_t bytes = 0;
-  std::unique_ptr<Payload> request, reply;
-  int request_id = -1, reply_id = -1;
-};
 
 // What one PS applied, as counts of A(w, s) over the applied updates (each with its
 // multiplicity): the expected value of element (t, i) is
@@ -110,109 +95,44 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   const uint32_t W = static_cast<uint32_t>(scenario.num_workers);
   const uint32_t me = static_cast<uint32_t>(scenario.worker_index);
 
-  // Tensors go to PS greedily by bytes, in order (as the trainer places variables).
-  std::vector<Shard> shards(num_ps);
-  for (size_t t = 0; t < elements.size(); ++t) {
-    auto least = std::min_element(shards.begin(), shards.end(),
-                                  [](const Shard& a, const Shard& b) { return a.bytes < b.bytes; });
-    least->tensors.push_back(static_cast<int>(t));
-    least->bytes += elements[t] * sizeof(float);
-  }
+  // The PS client places the tensors over the PS by bytes, as the trainer's variables.
+  std::vector<uint64_t> tensor_bytes;
+  for (uint64_t e : elements) tensor_bytes.push_back(e * sizeof(float));
+  const absl::Duration op_timeout = scenario.rpc_timeout + absl::Seconds(5);
+  auto made_ps = PsClient::Create(client, tensor_bytes,
+                                  {.run_id = scenario.run_id,
+                                   .worker = me,
+                                   .num_workers = W,
+                                   .sync = settings.sync,
+                                   .learning_rate = 1.f,
+                                   .momentum = 0.f,
+                                   .seed = seed,
+                                   .round_timeout = op_timeout});
+  if (!made_ps.ok()) Die(kProgram, made_ps.status(), kExitRuntime);
+  PsClient& ps = **made_ps;
+  auto fail = [](const absl::Status& s) { Die(kProgram, absl::StrCat("updates: ", s.message()), kExitRuntime); };
   std::vector<std::vector<uint8_t>> codes(elements.size());  // B(t, i)
   for (size_t t = 0; t < elements.size(); ++t) {
     codes[t].resize(elements[t]);
     for (uint64_t i = 0; i < elements[t]; ++i) codes[t][i] = static_cast<uint8_t>(ElementCode(seed, t, i));
   }
-  for (Shard& shard : shards) {
-    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
-    for (int t : shard.tensors) sizes.push_back(elements[t] * sizeof(float));
-    shard.request = std::make_unique<Payload>(sizes, seed);
-    shard.reply = std::make_unique<Payload>(sizes, seed);
-    auto request = client.Register(*shard.request);
-    auto reply = client.Register(*shard.reply);
-    if (!request.ok()) Die(kProgram, request.status(), kExitRuntime);
-    if (!reply.ok()) Die(kProgram, reply.status(), kExitRuntime);
-    shard.request_id = *request;
-    shard.reply_id = *reply;
-  }
-  auto tensor = [](Payload& p, size_t k) {
-    return reinterpret_cast<float*>(p.mutable_buffer(k + 1).data());
-  };
-
-  ExchangeHeader header;
-  header.worker = me;
-  header.num_workers = W;
-  header.flags = settings.sync ? uint32_t{ExchangeHeader::kSync} : 0u;
-  header.learning_rate = 1.f;
-  header.momentum = 0.f;
-  header.run_id = Fnv1a(scenario.run_id);
-  const absl::Duration op_timeout = scenario.rpc_timeout + absl::Seconds(5);
-  // Sends one exchange to each PS in `which` and waits for every answer.
-  auto exchange = [&](ExchangeHeader::Kind kind, uint64_t step, const std::vector<size_t>& which) {
-    header.kind = kind;
-    header.step = step;
-    for (size_t p : which) {
-      header.num_tensors = static_cast<uint32_t>(shards[p].tensors.size());
-      std::memcpy(shards[p].request->mutable_buffer(0).data(), &header, sizeof(header));
-      client.StartExchange(p, shards[p].request_id, shards[p].reply_id, p);
-    }
-    const absl::Time deadline = absl::Now() + op_timeout;
-    for (size_t done = 0; done < which.size(); ++done) {
-      auto c = client.Next(deadline);
-      if (!c.ok()) Die(kProgram, absl::StrCat("updates: step ", step, ": ", c.status().message()), kExitRuntime);
-      if (!c->status.ok()) {
-        Die(kProgram, absl::StrCat("updates: ", kind == ExchangeHeader::kInit ? "reading" : "step ",
-                                   kind == ExchangeHeader::kInit ? std::string("") : absl::StrCat(step),
-                                   " on PS ", client.server_address(c->tag), ": ", c->status.message()),
-            kExitRuntime);
-      }
-    }
-  };
-  std::vector<size_t> all(num_ps);
-  for (size_t p = 0; p < num_ps; ++p) all[p] = p;
   auto initial_values = [&] {
-    for (Shard& shard : shards) {
-      for (size_t k = 0; k < shard.tensors.size(); ++k) {
-        const int t = shard.tensors[k];
-        float* v = tensor(*shard.request, k);
-        for (uint64_t i = 0; i < elements[t]; ++i) v[i] = Initial(seed, t, i);
-      }
+    for (size_t t = 0; t < elements.size(); ++t) {
+      float* v = ps.outgoing(static_cast<int>(t));
+      for (uint64_t i = 0; i < elements[t]; ++i) v[i] = Initial(seed, t, i);
     }
-  };
-  std::vector<std::string> data_plane(num_ps);  // what carried the bytes, per PS
-  auto report_of = [&](size_t p) -> UpdateReport {
-    auto info = client.GetInfo(p);
-    if (!info.ok()) Die(kProgram, absl::StrCat("updates: ", info.status().message()), kExitRuntime);
-    data_plane[p] = info->data_plane;
-    if (info->updates.empty()) {
-      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p),
-                                 " reports no exchange run (a psbench-ps without the parameter store?)"),
-          kExitRuntime);
-    }
-    auto json = nlohmann::json::parse(info->updates, nullptr, /*allow_exceptions=*/false);
-    auto report = json.is_discarded() ? absl::StatusOr<UpdateReport>(absl::InvalidArgumentError("not JSON"))
-                                      : UpdateReport::FromJson(json);
-    if (!report.ok()) {
-      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p), ": ", report.status().message()),
-          kExitRuntime);
-    }
-    if (report->run_id != header.run_id) {
-      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p),
-                                 " is serving another run now (a run with another --run-id started on it)"),
-          kExitRuntime);
-    }
-    return *std::move(report);
   };
 
   // Every worker sends the same initial values; the first sets the PS.
   initial_values();
-  exchange(ExchangeHeader::kInit, 0, all);
+  if (absl::Status s = ps.Exchange(ExchangeHeader::kInit, 0); !s.ok()) fail(s);
   // Nobody pushes before every worker is past this point (the barrier below): a PS that has
   // applied updates of this run already kept them from an earlier run with this run id.
   for (size_t p = 0; p < num_ps; ++p) {
-    UpdateReport r = report_of(p);
-    if (r.updates > 0) {
-      Die(kProgram, absl::StrCat("updates: PS ", client.server_address(p), " already applied ", r.updates,
+    auto r = ps.Report(p);
+    if (!r.ok()) fail(r.status());
+    if (r->updates > 0) {
+      Die(kProgram, absl::StrCat("updates: PS ", ps.ps_address(p), " already applied ", r->updates,
                                  " updates of run '", scenario.run_id,
                                  "' before this one started; give each run its own --run-id"),
           kExitUsage);
@@ -229,53 +149,21 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   const auto start = Clock::now();
   for (int step = 0; step < settings.steps; ++step) {
     const uint32_t a = StepCode(seed, me, static_cast<uint64_t>(step));
-    for (Shard& shard : shards) {
-      for (size_t k = 0; k < shard.tensors.size(); ++k) {
-        const int t = shard.tensors[k];
-        float* g = tensor(*shard.request, k);
-        const uint8_t* b = codes[t].data();
-        for (uint64_t i = 0; i < elements[t]; ++i) g[i] = unit * static_cast<float>(1 + ((a + b[i]) & 3));
-      }
-      pushed_bytes += shard.bytes;
+    for (size_t t = 0; t < elements.size(); ++t) {
+      float* g = ps.outgoing(static_cast<int>(t));
+      const uint8_t* b = codes[t].data();
+      for (uint64_t i = 0; i < elements[t]; ++i) g[i] = unit * static_cast<float>(1 + ((a + b[i]) & 3));
+      pushed_bytes += tensor_bytes[t];
     }
-    exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step), all);
+    if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step)); !s.ok()) fail(s);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
-  // Read back, with what each PS says it applied at that same moment. Sync: the last step's
-  // answers are the final parameters and nothing can change them. Async: a read is
-  // consistent with a report when the PS's update count did not move in between; peers may
-  // still be pushing, so try until it holds.
-  std::vector<UpdateReport> reports(num_ps);
+  // Read back, with what each PS says it applied at that same moment.
   int reads = 0;
-  if (settings.sync) {
-    for (size_t p = 0; p < num_ps; ++p) reports[p] = report_of(p);
-  } else {
-    std::vector<size_t> pending = all;
-    const absl::Time deadline = absl::Now() + op_timeout;
-    while (!pending.empty()) {
-      initial_values();
-      exchange(ExchangeHeader::kInit, 0, pending);
-      ++reads;
-      std::vector<size_t> again;
-      for (size_t p : pending) {
-        ExchangeHeader got;
-        std::memcpy(&got, shards[p].reply->buffer(0).data(), sizeof(got));
-        reports[p] = report_of(p);
-        if (reports[p].updates != got.updates_applied) again.push_back(p);
-      }
-      pending = again;
-      if (!pending.empty()) {
-        if (absl::Now() > deadline) {
-          Die(kProgram, absl::StrCat("updates: PS ", client.server_address(pending[0]),
-                                     " kept applying updates: no consistent read within ",
-                                     absl::FormatDuration(op_timeout)),
-              kExitRuntime);
-        }
-        absl::SleepFor(absl::Milliseconds(2));
-      }
-    }
-  }
+  auto read = ps.ReadBack(initial_values, &reads);
+  if (!read.ok()) fail(read.status());
+  const std::vector<UpdateReport>& reports = *read;
 
   // What each PS applied, checked against what this worker knows, then element by element.
   std::vector<std::string> problems;
@@ -284,24 +172,24 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   nlohmann::json ps_json = nlohmann::json::array();
   for (size_t p = 0; p < num_ps; ++p) {
     const UpdateReport& r = reports[p];
-    const std::string& ps = client.server_address(p);
+    const std::string& address = ps.ps_address(p);
     Applied applied;
     if (r.workers.size() != W) {
-      problems.push_back(absl::StrCat("PS ", ps, " reports ", r.workers.size(), " workers, not ", W));
+      problems.push_back(absl::StrCat("PS ", address, " reports ", r.workers.size(), " workers, not ", W));
     }
     for (size_t w = 0; w < r.workers.size() && w < W; ++w) {
       const UpdateReport::Worker& rw = r.workers[w];
       if (!rw.steps.empty() && rw.steps.ranges().rbegin()->second >= static_cast<uint64_t>(settings.steps)) {
-        problems.push_back(absl::StrCat("PS ", ps, " applied step ", rw.steps.ranges().rbegin()->second,
+        problems.push_back(absl::StrCat("PS ", address, " applied step ", rw.steps.ranges().rbegin()->second,
                                         " of worker ", w, "; the run has ", settings.steps));
       }
       for (uint64_t d : rw.duplicates) {
-        problems.push_back(absl::StrCat("PS ", ps, " applied step ", d, " of worker ", w, " twice"));
+        problems.push_back(absl::StrCat("PS ", address, " applied step ", d, " of worker ", w, " twice"));
       }
       const bool all_steps = rw.steps.size() == static_cast<uint64_t>(settings.steps) &&
                              rw.duplicates.empty();
       if ((w == me || settings.sync) && !all_steps) {
-        problems.push_back(absl::StrCat("PS ", ps, " applied steps '", rw.steps.ToString(), "' of worker ", w,
+        problems.push_back(absl::StrCat("PS ", address, " applied steps '", rw.steps.ToString(), "' of worker ", w,
                                         " (", rw.applied, " updates); every one of 0-", settings.steps - 1,
                                         " was acknowledged"));
       }
@@ -311,7 +199,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       for (uint64_t d : rw.duplicates) ++applied.count[StepCode(seed, w, d)];
     }
     if (settings.sync && r.updates != static_cast<uint64_t>(settings.steps)) {
-      problems.push_back(absl::StrCat("PS ", ps, " applied ", r.updates, " steps; the run has ", settings.steps));
+      problems.push_back(absl::StrCat("PS ", address, " applied ", r.updates, " steps; the run has ", settings.steps));
     }
     // Expected: P - sum_r count[r] * (1 + ((r + B) mod 4)), one value per B.
     double expected_for_code[4];
@@ -320,26 +208,25 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       for (uint32_t r4 = 0; r4 < 4; ++r4) dec += applied.count[r4] * (1 + ((r4 + b) & 3));
       expected_for_code[b] = -static_cast<double>(dec);
     }
-    for (size_t k = 0; k < shards[p].tensors.size(); ++k) {
-      const int t = shards[p].tensors[k];
-      const float* got = reinterpret_cast<const float*>(shards[p].reply->buffer(k + 1).data());
+    for (int t : ps.shard(p).tensors) {
+      const float* got = ps.incoming(t);
       for (uint64_t i = 0; i < elements[t]; ++i) {
         const double want = Initial(seed, t, i) + expected_for_code[codes[t][i]];
         ++checked;
         if (static_cast<double>(got[i]) != want) {
           if (mismatches == 0) {
-            first_mismatch = {{"ps", ps}, {"tensor", t}, {"element", i}, {"expected", want}, {"got", got[i]}};
+            first_mismatch = {{"ps", address}, {"tensor", t}, {"element", i}, {"expected", want}, {"got", got[i]}};
           }
           ++mismatches;
         }
       }
     }
     nlohmann::json placed = nlohmann::json::array();
-    for (int t : shards[p].tensors) placed.push_back(t);
-    ps_json.push_back({{"ps", ps},
+    for (int t : ps.shard(p).tensors) placed.push_back(t);
+    ps_json.push_back({{"ps", address},
                        {"tensors", placed},
-                       {"bytes", shards[p].bytes},
-                       {"data_plane", data_plane[p]},
+                       {"bytes", ps.shard(p).bytes},
+                       {"data_plane", ps.data_plane(p)},
                        {"applied", r.ToJson()}});
   }
   if (mismatches > 0) {
@@ -349,13 +236,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
         first_mismatch["element"].get<uint64_t>(), first_mismatch["expected"].get<double>(),
         first_mismatch["got"].get<double>(), mismatches, checked));
   }
-  for (Shard& shard : shards) {
-    client.Unregister(shard.request_id);
-    client.Unregister(shard.reply_id);
-  }
 
-  nlohmann::json tensor_bytes = nlohmann::json::array();
-  for (uint64_t e : elements) tensor_bytes.push_back(e * sizeof(float));
   const bool exact = problems.empty();
   nlohmann::json record = {
       {"kind", "updates"},

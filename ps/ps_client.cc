@@ -1,0 +1,186 @@
+#include "ps/ps_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench {
+namespace {
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
+                                                           const std::vector<uint64_t>& tensor_bytes,
+                                                           Options options) {
+  std::unique_ptr<PsClient> ps(new PsClient(client, std::move(options)));
+  const Options& o = ps->options_;
+  ps->header_.worker = o.worker;
+  ps->header_.num_workers = o.num_workers;
+  ps->header_.flags = o.sync ? uint32_t{ExchangeHeader::kSync} : 0u;
+  ps->header_.learning_rate = o.learning_rate;
+  ps->header_.momentum = o.momentum;
+  ps->header_.run_id = Fnv1a(o.run_id);
+
+  // Placement: each tensor on the PS with the fewest bytes so far, in model order.
+  const size_t num_ps = client.num_servers();
+  ps->shards_.resize(num_ps);
+  ps->data_plane_.resize(num_ps);
+  for (size_t t = 0; t < tensor_bytes.size(); ++t) {
+    if (tensor_bytes[t] % sizeof(float) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t, ": ", tensor_bytes[t],
+                                                     " bytes are not float32 data"));
+    }
+    auto least = std::min_element(ps->shards_.begin(), ps->shards_.end(),
+                                  [](const ShardPayloads& a, const ShardPayloads& b) {
+                                    return a.placed.bytes < b.placed.bytes;
+                                  });
+    least->placed.tensors.push_back(static_cast<int>(t));
+    least->placed.bytes += tensor_bytes[t];
+  }
+
+  // Each PS's request and reply: [header, its tensors...], registered once for the run.
+  ps->bytes_ = tensor_bytes;
+  ps->outgoing_.resize(tensor_bytes.size());
+  ps->incoming_.resize(tensor_bytes.size());
+  for (ShardPayloads& shard : ps->shards_) {
+    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
+    for (int t : shard.placed.tensors) sizes.push_back(tensor_bytes[t]);
+    shard.request = std::make_unique<Payload>(sizes, o.seed);
+    shard.reply = std::make_unique<Payload>(sizes, o.seed);
+    for (size_t k = 0; k < shard.placed.tensors.size(); ++k) {
+      const int t = shard.placed.tensors[k];
+      ps->outgoing_[t] = reinterpret_cast<float*>(shard.request->mutable_buffer(k + 1).data());
+      ps->incoming_[t] = reinterpret_cast<float*>(shard.reply->mutable_buffer(k + 1).data());
+    }
+    auto request = client.Register(*shard.request);
+    if (!request.ok()) return request.status();
+    shard.request_id = *request;
+    auto reply = client.Register(*shard.reply);
+    if (!reply.ok()) return reply.status();
+    shard.reply_id = *reply;
+  }
+  return ps;
+}
+
+PsClient::~PsClient() {
+  for (ShardPayloads& shard : shards_) {
+    if (shard.request_id >= 0) client_.Unregister(shard.request_id);
+    if (shard.reply_id >= 0) client_.Unregister(shard.reply_id);
+  }
+}
+
+absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const std::vector<size_t>& ps) {
+  std::vector<size_t> which = ps;
+  if (which.empty()) {
+    for (size_t p = 0; p < shards_.size(); ++p) which.push_back(p);
+  }
+  header_.kind = kind;
+  header_.step = step;
+  for (size_t p : which) {
+    ShardPayloads& shard = shards_[p];
+    header_.num_tensors = static_cast<uint32_t>(shard.placed.tensors.size());
+    std::memcpy(shard.request->mutable_buffer(0).data(), &header_, sizeof(header_));
+    client_.StartExchange(p, shard.request_id, shard.reply_id, p);
+  }
+  const std::string what = kind == ExchangeHeader::kInit ? std::string("reading parameters")
+                                                         : absl::StrCat("step ", step);
+  // Every started exchange is reaped, even after a failure: its payloads stay in use until then.
+  absl::Status failure;
+  const absl::Time deadline = absl::Now() + options_.round_timeout;
+  for (size_t done = 0; done < which.size(); ++done) {
+    auto c = client_.Next(deadline);
+    if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(what, ": ", c.status().message()));
+    if (!c->status.ok() && failure.ok()) {
+      failure = absl::Status(c->status.code(), absl::StrCat(what, " on PS ", client_.server_address(c->tag), ": ",
+                                                            c->status.message()));
+    }
+  }
+  return failure;
+}
+
+ExchangeHeader PsClient::ReplyHeader(size_t ps) const {
+  ExchangeHeader got;
+  std::memcpy(&got, shards_[ps].reply->buffer(0).data(), sizeof(got));
+  return got;
+}
+
+absl::StatusOr<UpdateReport> PsClient::Report(size_t ps) {
+  auto info = client_.GetInfo(ps);
+  if (!info.ok()) return info.status();
+  data_plane_[ps] = info->data_plane;
+  const std::string& address = client_.server_address(ps);
+  if (info->updates.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PS ", address, " reports no exchange run (a psbench-ps without the parameter store?)"));
+  }
+  auto json = nlohmann::json::parse(info->updates, nullptr, /*allow_exceptions=*/false);
+  auto report = json.is_discarded() ? absl::StatusOr<UpdateReport>(absl::InvalidArgumentError("not JSON"))
+                                    : UpdateReport::FromJson(json);
+  if (!report.ok()) {
+    return absl::Status(report.status().code(), absl::StrCat("PS ", address, ": ", report.status().message()));
+  }
+  if (report->run_id != header_.run_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PS ", address, " is serving another run now (a run with another --run-id started on it)"));
+  }
+  return report;
+}
+
+absl::StatusOr<std::vector<UpdateReport>> PsClient::ReadBack(const std::function<void()>& fill_initial,
+                                                             int* reads) {
+  std::vector<UpdateReport> reports(shards_.size());
+  *reads = 0;
+  if (options_.sync) {
+    for (size_t p = 0; p < shards_.size(); ++p) {
+      auto r = Report(p);
+      if (!r.ok()) return r.status();
+      reports[p] = *std::move(r);
+    }
+    return reports;
+  }
+  // A read is consistent with a report when the PS's update count did not move in between.
+  std::vector<size_t> pending;
+  for (size_t p = 0; p < shards_.size(); ++p) pending.push_back(p);
+  const absl::Time deadline = absl::Now() + options_.round_timeout;
+  while (!pending.empty()) {
+    fill_initial();
+    if (absl::Status s = Exchange(ExchangeHeader::kInit, 0, pending); !s.ok()) return s;
+    ++*reads;
+    std::vector<size_t> again;
+    for (size_t p : pending) {
+      auto r = Report(p);
+      if (!r.ok()) return r.status();
+      reports[p] = *std::move(r);
+      if (reports[p].updates != ReplyHeader(p).updates_applied) again.push_back(p);
+    }
+    pending = std::move(again);
+    if (pending.empty()) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("PS ", client_.server_address(pending[0]),
+                                                      " kept applying updates: no consistent read within ",
+                                                      absl::FormatDuration(options_.round_timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return reports;
+}
+
+nlohmann::json PsClient::PlacementJson() const {
+  nlohmann::json placement = nlohmann::json::array();
+  for (size_t p = 0; p < shards_.size(); ++p) {
+    placement.push_back({{"ps", client_.server_address(p)},
+                         {"tensors", shards_[p].placed.tensors.size()},
+                         {"bytes", shards_[p].placed.bytes}});
+  }
+  return placement;
+}
+
+}  // namespace psbench

@@ -1,0 +1,107 @@
+// The worker's half of the PS protocol (param_protocol.h), as ps-lite's KVWorker is to its
+// server: a model of float32 tensors placed over the PS by bytes, one exchange round (every
+// PS's shard out, its parameters back), and parameters read back together with each PS's
+// account of the updates it applied. The trainer and the updates check both train through it;
+// a transport's Client carries the bytes.
+#ifndef PSBENCH_PS_PS_CLIENT_H_
+#define PSBENCH_PS_PS_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "payloads/payload.h"
+#include "ps/param_protocol.h"
+#include "transports/transport.h"
+
+namespace psbench {
+
+class PsClient {
+ public:
+  struct Options {
+    std::string run_id;  // every worker of a run gives the same one
+    uint32_t worker = 0, num_workers = 1;
+    bool sync = true;
+    float learning_rate = 0.01f, momentum = 0.9f;
+    uint64_t seed = 0;  // the payloads' initial bytes (overwritten before any exchange)
+    // How long one round may take, past the transport's own RPC timeout.
+    absl::Duration round_timeout = absl::Seconds(65);
+  };
+  // One PS's shard: the tensors placed on it, in model order, and their bytes.
+  struct Shard {
+    std::vector<int> tensors;
+    uint64_t bytes = 0;
+  };
+
+  // Places tensor t (`tensor_bytes[t]`, a multiple of 4) on the PS with the fewest bytes so
+  // far, in model order (as tf_cnn_benchmarks places variables), and registers each PS's
+  // request [header, gradients...] and reply [header, parameters...] with `client`.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(Client& client,
+                                                          const std::vector<uint64_t>& tensor_bytes,
+                                                          Options options);
+  ~PsClient();  // unregisters the payloads
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  size_t num_ps() const { return shards_.size(); }
+  size_t num_tensors() const { return outgoing_.size(); }
+  const Shard& shard(size_t ps) const { return shards_[ps].placed; }
+  const std::string& ps_address(size_t ps) const { return client_.server_address(ps); }
+  // The hash of the run id that every header and report carries.
+  uint64_t run_hash() const { return header_.run_id; }
+
+  // Tensor t as it goes out (gradients, or initial values) and as the last round brought it
+  // back (the PS's parameters). Both stay where they are for the client's life: a network
+  // may compute with them in place.
+  float* outgoing(int t) { return outgoing_[t]; }
+  float* incoming(int t) { return incoming_[t]; }
+  uint64_t tensor_bytes(int t) const { return bytes_[t]; }
+
+  // One round: sends the shards of `ps` (every PS when empty) and waits for every answer.
+  // kInit: the first init of a run sets the PS's parameters, later ones only read them.
+  // Errors name the step and the PS.
+  absl::Status Exchange(ExchangeHeader::Kind kind, uint64_t step, const std::vector<size_t>& ps = {});
+  // PS `ps`'s reply header of the last round (its updates_applied).
+  ExchangeHeader ReplyHeader(size_t ps) const;
+
+  // PS `ps`'s account of the updates it applied in this run (checked to be this run's), and
+  // what its data plane is.
+  absl::StatusOr<UpdateReport> Report(size_t ps);
+  const std::string& data_plane(size_t ps) const { return data_plane_[ps]; }
+
+  // The parameters of every PS (in incoming()) with, for each PS, the report of the updates
+  // they contain. Sync: the last round's answers are final, so the reports are taken as they
+  // are. Async: peers may still be pushing, so each PS is read (a kInit round) until its
+  // update count did not move between the read and the report; `fill_initial` puts the
+  // initial values in outgoing() before each read (a PS that lost the run meanwhile takes
+  // them, and the reports say so). `reads` counts those rounds.
+  absl::StatusOr<std::vector<UpdateReport>> ReadBack(const std::function<void()>& fill_initial, int* reads);
+
+  // [{"ps", "tensors": count, "bytes"}], the placement as records show it.
+  nlohmann::json PlacementJson() const;
+
+ private:
+  struct ShardPayloads {
+    Shard placed;
+    std::unique_ptr<Payload> request, reply;
+    int request_id = -1, reply_id = -1;
+  };
+  PsClient(Client& client, Options options) : client_(client), options_(std::move(options)) {}
+
+  Client& client_;
+  Options options_;
+  ExchangeHeader header_;
+  std::vector<ShardPayloads> shards_;
+  std::vector<float*> outgoing_, incoming_;
+  std::vector<uint64_t> bytes_;
+  std::vector<std::string> data_plane_;
+};
+
+}  // namespace psbench
+
+#endif  // PSBENCH_PS_PS_CLIENT_H_
