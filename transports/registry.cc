@@ -1,6 +1,7 @@
 // Transports by name. New transports add themselves here.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "transports/control/channel.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/transport.h"
 #ifdef PSBENCH_HAVE_VERBS
@@ -124,7 +125,7 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(absl::string_view transport,
                                                    const ClientOptions& options) {
   const TransportEntry* e = FindTransport(transport);
   if (e == nullptr) return UnknownTransport(transport);
-  grpc_transport::QuietGrpcLogging();
+  control::QuietGrpcLogging();
   return e->make_client(options);
 }
 
@@ -132,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Server>> MakeServer(absl::string_view transport,
                                                    const ServerOptions& options) {
   const TransportEntry* e = FindTransport(transport);
   if (e == nullptr) return UnknownTransport(transport);
-  grpc_transport::QuietGrpcLogging();
+  control::QuietGrpcLogging();
   return e->make_server(options);
 }
 

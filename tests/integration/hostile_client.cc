@@ -168,6 +168,15 @@ void CallAttack(const std::string& name, const std::string& method, const std::s
   Report(refused, name, detail);
 }
 
+// The transport the PS serves, as its GetInfo says ("" when it does not answer).
+std::string TransportOfPs() {
+  auto stub = psbench::wire::PsControl::NewStub(NewChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  psbench::wire::ServerInfo info;
+  return stub->GetInfo(&ctx, psbench::wire::InfoRequest(), &info).ok() ? info.transport() : "";
+}
+
 // A well-behaved GetInfo over a fresh channel.
 bool StillAnswers(std::string* detail) {
   auto stub = psbench::wire::PsControl::NewStub(NewChannel());
@@ -213,26 +222,31 @@ int main(int argc, char** argv) {
             false, "a HEADERS frame claiming 16 MiB, over the default frame size");
 
   // --- gRPC calls with bodies that are not what the methods take -----------------------------
+  // gRPC's payload methods exist on a grpc PS only: a grpc+verbs or grpc+mpi PS must not
+  // answer them at all (its bytes go over its own data plane, never silently over gRPC).
+  const std::string transport = TransportOfPs();
+  const grpc::StatusCode data_want =
+      transport == "grpc" ? grpc::StatusCode::OK : grpc::StatusCode::UNIMPLEMENTED;
   // Non-serialized (raw byte buffers): a header, then the buffers.
   std::string header = EncodePayloadHeader({1000, 1000}, nullptr);
-  CallAttack("raw/garbage", kRawPushMethod, Garbage(4096, 2));
-  CallAttack("raw/empty", kRawEchoMethod, "");
-  CallAttack("raw/truncated-header", kRawPushMethod, header.substr(0, header.size() / 2));
-  CallAttack("raw/truncated-body", kRawEchoMethod, header + std::string(1500, 'b'));
-  CallAttack("raw/extra-bytes", kRawPushMethod, header + std::string(2500, 'b'));
-  CallAttack("raw/exchange-truncated", kRawExchangeMethod, header + std::string(10, 'b'));
+  CallAttack("raw/garbage", kRawPushMethod, Garbage(4096, 2), data_want);
+  CallAttack("raw/empty", kRawEchoMethod, "", data_want);
+  CallAttack("raw/truncated-header", kRawPushMethod, header.substr(0, header.size() / 2), data_want);
+  CallAttack("raw/truncated-body", kRawEchoMethod, header + std::string(1500, 'b'), data_want);
+  CallAttack("raw/extra-bytes", kRawPushMethod, header + std::string(2500, 'b'), data_want);
+  CallAttack("raw/exchange-truncated", kRawExchangeMethod, header + std::string(10, 'b'), data_want);
   {
     // A header that claims more buffers than any payload has, and one that claims 2^62 bytes:
     // both must be refused before anything is allocated for them.
     std::string absurd = EncodePayloadHeader({uint64_t{1} << 62, uint64_t{1} << 62}, nullptr);
-    CallAttack("raw/absurd-sizes", kRawPushMethod, absurd + "tiny");
+    CallAttack("raw/absurd-sizes", kRawPushMethod, absurd + "tiny", data_want);
     std::string many = EncodePayloadHeader({1}, nullptr);
     uint32_t count = psbench::grpc_transport::kMaxBuffers + 1;
     std::memcpy(many.data() + 8, &count, sizeof count);  // the count field of the fixed part
-    CallAttack("raw/too-many-buffers", kRawPushMethod, many + "x");
+    CallAttack("raw/too-many-buffers", kRawPushMethod, many + "x", data_want);
   }
   // Serialized (protobuf).
-  CallAttack("serialized/garbage", "/psbench.wire.PsData/Push", Garbage(4096, 3));
+  CallAttack("serialized/garbage", "/psbench.wire.PsData/Push", Garbage(4096, 3), data_want);
   {
     psbench::wire::PayloadMessage m;
     m.add_buffers(std::string(1000, 'a'));
@@ -240,12 +254,12 @@ int main(int argc, char** argv) {
     std::string bytes = m.SerializeAsString();
     // Cut inside the second buffer's bytes: its length field announces more than follows.
     CallAttack("serialized/truncated", "/psbench.wire.PsData/Echo",
-               bytes.substr(0, bytes.size() / 2 + 10));
+               bytes.substr(0, bytes.size() / 2 + 10), data_want);
     psbench::wire::PayloadMessage bad;  // checksums that do not match the buffers' count
     bad.add_buffers("abc");
     bad.add_checksums(1);
     bad.add_checksums(2);
-    CallAttack("serialized/checksum-count", "/psbench.wire.PsData/Push", bad.SerializeAsString());
+    CallAttack("serialized/checksum-count", "/psbench.wire.PsData/Push", bad.SerializeAsString(), data_want);
   }
   CallAttack("grpc/unknown-method", "/psbench.Raw/Nope", "x", grpc::StatusCode::UNIMPLEMENTED);
   // Control plane (every transport's): garbage to each service, and a goodbye for no session.
@@ -267,9 +281,13 @@ int main(int argc, char** argv) {
   // --- over the PS's --max-message-size ---------------------------------------------------------
   if (max_message > 0) {
     std::string big(max_message + 1, 'o');
-    CallAttack("oversized/raw", kRawPushMethod, big, grpc::StatusCode::RESOURCE_EXHAUSTED);
-    CallAttack("oversized/serialized", "/psbench.wire.PsData/Push", big,
+    CallAttack("oversized/control", "/psbench.wire.PsControl/Barrier", big,
                grpc::StatusCode::RESOURCE_EXHAUSTED);
+    if (transport == "grpc") {
+      CallAttack("oversized/raw", kRawPushMethod, big, grpc::StatusCode::RESOURCE_EXHAUSTED);
+      CallAttack("oversized/serialized", "/psbench.wire.PsData/Push", big,
+                 grpc::StatusCode::RESOURCE_EXHAUSTED);
+    }
   }
 
   // --- and the PS still answers, with a stalled connection open beside it --------------------

@@ -513,6 +513,10 @@ if selected fault/hostile && [ -x "$BIN/psbench_hostile_client" ] &&
         fail "$name" "$t0" "psbench_hostile_client exited $hrc (an attack was not refused)" "$LOG"
     elif [ "$rc" -ne 0 ]; then
         fail "$name" "$t0" "the worker measuring through the attacks exited $rc" "$LOG"
+    elif ! grep -q '^PASS raw/garbage: .*status 12' "$LOG.hostile.out" ||
+        ! grep -q '^PASS serialized/garbage: .*status 12' "$LOG.hostile.out"; then
+        cp "$LOG.hostile.out" "$LOG.check"
+        fail "$name" "$t0" "the PS answered gRPC payload methods (its bytes must go over RDMA only)" "$LOG"
     elif ! grep -q '"peers_lost":0' "$LOG.jsonl"; then
         fail "$name" "$t0" "the worker's record does not say \"peers_lost\":0" "$LOG"
     else

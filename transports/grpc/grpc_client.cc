@@ -2,59 +2,28 @@
 // calling thread (no thread hop between the network and the benchmark loop).
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
-#include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/security/credentials.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <random>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "payloads/size.h"
 #include "psbench.grpc.pb.h"
+#include "transports/control/channel.h"
+#include "transports/control/control_client.h"
 #include "transports/exchange.h"
-#include "transports/grpc/client_sessions.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 
 namespace psbench::grpc_transport {
 
-grpc::ChannelArguments PsbenchChannelArguments() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  // A worker often dials a PS that has only just started listening: a first attempt that
-  // fails is retried after 100 ms, not gRPC's default 1 s (then up to 1 s apart, until
-  // --connect-timeout), so starting a run does not cost whole seconds. Not
-  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC takes that as each attempt's handshake deadline.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return args;
-}
-
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls) {
-  if (!tls.enabled()) {
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                     PsbenchChannelArguments());
-  }
-  grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = tls.ca_pem;  // empty: the system's roots
-  ssl.pem_private_key = tls.key_pem;
-  ssl.pem_cert_chain = tls.cert_pem;
-  grpc::ChannelArguments args = PsbenchChannelArguments();
-  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
-  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
-}
+using control::FromGrpc;
 
 namespace {
-
-void DropGrpcLog(gpr_log_func_args*) {}
 
 // A message over the PS's --max-message-size, as gRPC reports it, named for the user.
 std::string MessageLimitText(const grpc::Status& s, uint64_t limit) {
@@ -103,22 +72,23 @@ struct Call {
   std::unique_ptr<grpc::ClientAsyncResponseReader<wire::AckMessage>> push_reader;
 };
 
+// The data plane's stubs for one PS, on the control plane's channel.
+struct DataStubs {
+  std::unique_ptr<grpc::GenericStub> raw;
+  std::unique_ptr<wire::PsData::Stub> data;
+};
+
 class GrpcClient final : public Client {
  public:
-  explicit GrpcClient(const ClientOptions& options) : options_(options) {
-    for (const auto& address : options.servers) {
-      PsChannel s;
-      s.address = address;
-      s.channel = MakeChannel(address, options.tls);
-      s.raw = std::make_unique<grpc::GenericStub>(s.channel);
-      s.data = wire::PsData::NewStub(s.channel);
-      s.control = wire::PsControl::NewStub(s.channel);
-      servers_.push_back(std::move(s));
+  explicit GrpcClient(const ClientOptions& options) : options_(options), control_(options) {
+    for (size_t i = 0; i < control_.num_servers(); ++i) {
+      servers_.push_back({std::make_unique<grpc::GenericStub>(control_.channel(i)),
+                          wire::PsData::NewStub(control_.channel(i))});
     }
   }
 
   ~GrpcClient() override {
-    CloseSessions(servers_, session_cq_);
+    control_.Close();
     // Cancel what is still in flight and drain the queue before the payloads' owners go away.
     for (Call* c : in_flight_) c->context.TryCancel();
     while (!in_flight_.empty()) {
@@ -136,24 +106,10 @@ class GrpcClient final : public Client {
     }
   }
 
-  absl::Status Connect() override {
-    absl::Time deadline = absl::Now() + options_.connect_timeout;
-    for (auto& s : servers_) {
-      if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(options_, s);
-    }
-    // A connection alone could be any gRPC server: ask each PS who it is.
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      auto info = GetInfo(i);
-      if (!info.ok()) return info.status();
-    }
-    for (auto& s : servers_) {
-      if (absl::Status st = OpenSession(options_.connect_timeout, session_cq_, s); !st.ok()) return st;
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Connect() override { return control_.Connect(); }
 
-  size_t num_servers() const override { return servers_.size(); }
-  const std::string& server_address(size_t i) const override { return servers_[i].address; }
+  size_t num_servers() const override { return control_.num_servers(); }
+  const std::string& server_address(size_t i) const override { return control_.address(i); }
 
   absl::StatusOr<int> Register(const Payload& payload) override {
     // gRPC carries at most 2^31-1 bytes in one message, headers included.
@@ -190,7 +146,7 @@ class GrpcClient final : public Client {
     call->reg = registered_[payload].get();
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    PsChannel& s = servers_[server];
+    DataStubs& s = servers_[server];
     const Payload& p = *call->reg->payload;
     if (options_.mode == WireMode::kNonSerialized) {
       const auto& slices = call->reg->slices;
@@ -239,7 +195,7 @@ class GrpcClient final : public Client {
     call->reply_reg = rep;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    PsChannel& ps = servers_[server];
+    DataStubs& ps = servers_[server];
     const Payload& p = *req->payload;
     if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
     if (options_.mode == WireMode::kNonSerialized) {
@@ -300,64 +256,10 @@ class GrpcClient final : public Client {
     return done;
   }
 
-  absl::StatusOr<ServerInfo> GetInfo(size_t server) override {
-    PsChannel& s = servers_[server];
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
-    wire::ServerInfo reply;
-    grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
-    if (!status.ok()) {
-      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(s.address, " answers gRPC but is not a psbench PS"));
-      }
-      return FromGrpc(status, s.address);
-    }
-    wire::ServerInfo& r = reply;
-    ::psbench::ServerInfo out;
-    out.address = s.address;
-    out.host = r.host();
-    out.pid = r.pid();
-    out.version = r.version();
-    out.grpc_version = r.grpc_version();
-    out.transport = r.transport();
-    out.cpu_user_s = r.cpu_user_s();
-    out.cpu_system_s = r.cpu_system_s();
-    out.cpu_affinity = r.cpu_affinity();
-    out.last_cpu = r.last_cpu();
-    out.rpcs_served = r.rpcs_served();
-    out.sessions_lost = r.sessions_lost();
-    out.bytes_received = r.bytes_received();
-    out.wall_s = r.wall_s();
-    out.data_plane = r.data_plane();
-    out.updates = r.updates();
-    return out;
-  }
-
+  absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
                        absl::Time deadline) override {
-    wire::BarrierRequest request;
-    request.set_name(name);
-    request.set_parties(parties);
-    request.set_worker_index(worker_index);
-    request.set_nonce(nonce_);
-    wire::BarrierReply reply;
-    while (true) {
-      grpc::ClientContext context;
-      context.set_deadline(
-          absl::ToChronoTime(std::min(deadline, absl::Now() + options_.connect_timeout)));
-      grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
-      if (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return FromGrpc(status, servers_[0].address);
-      }
-      if (status.ok() && reply.released()) return absl::OkStatus();
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "only ", reply.arrived(), " of the ", parties, " workers reached barrier '", name,
-            "' on PS ", servers_[0].address, " in time"));
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    return control_.Barrier(name, parties, worker_index, deadline);
   }
 
  private:
@@ -407,12 +309,12 @@ class GrpcClient final : public Client {
 
   // Checks that everything sent arrived whole, and with --validate, byte for byte.
   absl::Status Check(Call& call) {
-    const std::string& address = servers_[call.server].address;
+    const std::string& address = control_.address(call.server);
     if (call.op == Op::kExchange) {
       if (!call.status.ok()) {
         return ExchangeStatus(grpc::Status(call.status.error_code(),
                                            MessageLimitText(call.status,
-                                                            servers_[call.server].max_message_bytes)),
+                                                            control_.max_message_bytes(call.server))),
                               address);
       }
       absl::Status s = CheckExchange(call);
@@ -422,7 +324,7 @@ class GrpcClient final : public Client {
     if (!call.status.ok()) {
       return FromGrpc(grpc::Status(call.status.error_code(),
                                    MessageLimitText(call.status,
-                                                    servers_[call.server].max_message_bytes)),
+                                                    control_.max_message_bytes(call.server))),
                       address);
     }
     const Payload& p = *call.reg->payload;
@@ -484,21 +386,15 @@ class GrpcClient final : public Client {
   }
 
   ClientOptions options_;
-  std::vector<PsChannel> servers_;
+  control::ControlClient control_;
+  std::vector<DataStubs> servers_;  // by PS, as control_'s
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
-  grpc::CompletionQueue session_cq_;  // sessions only, polled while opening and closing them
   absl::flat_hash_set<Call*> in_flight_;
   std::deque<Completion> ready_;  // ops that failed before reaching the network
-  // Identifies this process at barriers (a restarted worker gets a new one).
-  const uint64_t nonce_ = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 };
 
 }  // namespace
-
-void QuietGrpcLogging() {
-  if (std::getenv("PSBENCH_GRPC_LOG") == nullptr) gpr_set_log_function(DropGrpcLog);
-}
 
 std::unique_ptr<Client> NewGrpcClient(const ClientOptions& options) {
   return std::make_unique<GrpcClient>(options);

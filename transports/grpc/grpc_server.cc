@@ -1,26 +1,15 @@
-// PS side of the gRPC transport: an async server whose completion-queue threads serve the raw
-// (non-serialized) methods through the generic service, the serialized methods through the
-// generated async service, and the control plane. Everything runs on the same few threads,
-// so no call hops between thread pools.
+// PS side of the gRPC transport: the raw (non-serialized) methods through the generic service
+// and the serialized methods through the generated async service, served on the control
+// server's completion-queue threads beside the control plane. Everything runs on the same
+// few threads, so no call hops between thread pools.
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
-#include <map>
-#include <condition_variable>
-#include <mutex>
-#include <set>
-#include <shared_mutex>
-#include <thread>
+#include <memory>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -31,8 +20,8 @@
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/grpc/serialized_format.h"
+#include "transports/control/control_server.h"
 #include "transports/grpc/server_calls.h"
-#include "transports/grpc/tsan_handoff.h"
 
 namespace psbench::grpc_transport {
 namespace {
@@ -321,188 +310,55 @@ class SerializedExchangeCall final : public CallData {
   bool done_ = false;
 };
 
-// gRPC reports a busy port only through its log; bind once ourselves to name the errno.
-absl::Status ProbePort(const std::string& host, int port) {
-  if (port == 0) return absl::OkStatus();
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v6);
-  } else {
-    return absl::OkStatus();  // a host name: gRPC resolves it and reports failures itself
-  }
-  int fd = socket(addr.ss_family, SOCK_STREAM, 0);
-  if (fd < 0) return absl::OkStatus();
-  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
-  int err = errno;
-  close(fd);
-  if (rc != 0 && err == EADDRINUSE) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("cannot listen on %s: port %d already in use", host, port));
-  }
-  if (rc != 0 && err == EADDRNOTAVAIL) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("cannot listen on %s: not an address of this machine", host));
-  }
-  return absl::OkStatus();
-}
-
-// TLS with the PS's certificate; with a CA, workers must present a certificate it signed.
-std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
-  if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(
-      tls.ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                         : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_root_certs = tls.ca_pem;
-  ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
-  return grpc::SslServerCredentials(ssl);
-}
-
+// gRPC's data plane on the PS's gRPC server: its services and calls, its counters, and the
+// exchanges it serves; the server (control_) serves them beside the control plane.
 class GrpcServer final : public Server {
  public:
-  GrpcServer(const ServerOptions& options, ControlPlaneHooks hooks)
-      : options_(options), hooks_(std::move(hooks)) {
+  explicit GrpcServer(const ServerOptions& options) {
     counters_.corrupt_every = options.corrupt_every;
     exchanges_.hub = ExchangeHub::Create(options.exchange_handler);
     exchanges_.pool = BlockPool::Create();
-  }
-
-  ~GrpcServer() override {
-    Shutdown();
-    Wait();
-  }
-
-  absl::StatusOr<int> Start() override {
-    if (options_.threads < 1) return absl::InvalidArgumentError("--threads must be >= 1");
-    if (absl::Status s = ProbePort(options_.host, options_.port); !s.ok()) return s;
-    grpc::ServerBuilder builder;
-    int bound_port = 0;
-    std::string address = absl::StrCat(
-        options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host,
-        ":", options_.port);
-    builder.AddListeningPort(address, ServerCredentials(options_.tls), &bound_port);
-    // gRPC refuses a larger message with RESOURCE_EXHAUSTED.
-    builder.SetMaxReceiveMessageSize(
-        static_cast<int>(std::min<uint64_t>(options_.max_message_bytes, INT_MAX)));
-    builder.SetMaxSendMessageSize(INT_MAX);
-    // Without this, Linux lets a second PS bind the same port and steal half the connections.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.RegisterAsyncGenericService(&raw_service_);
-    builder.RegisterService(&data_service_);
-    builder.RegisterService(&control_service_);
-    for (grpc::Service* extra : hooks_.extra_services) builder.RegisterService(extra);
-    for (int i = 0; i < options_.threads; ++i) cqs_.push_back(builder.AddCompletionQueue());
-    server_ = builder.BuildAndStart();
-    if (!server_ || bound_port == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("cannot listen on %s (address not available or port in use)", address));
-    }
-    for (auto& cq : cqs_) {
+    control::DataPlane data_plane;
+    data_plane.transport = "grpc";
+    data_plane.describe = [] { return std::string("gRPC over TCP"); };
+    data_plane.counters = [this] {
+      return control::DataCounters{counters_.rpcs.load(), counters_.bytes.load()};
+    };
+    data_plane.generic = &raw_service_;
+    data_plane.services = {&data_service_};
+    data_plane.post = [this](grpc::ServerCompletionQueue* cq) {
       // Several calls of each kind are posted per queue so a burst never waits for a post.
       for (int i = 0; i < 4; ++i) {
-        new RawCall(&raw_service_, cq.get(), &counters_, &exchanges_);
-        new SerializedEchoCall(&data_service_, cq.get(), &counters_);
-        new SerializedPushCall(&data_service_, cq.get(), &counters_);
-        new SerializedExchangeCall(&data_service_, cq.get(), &counters_, &exchanges_);
-      }
-      control_.Post(cq.get());
-    }
-    for (auto& cq : cqs_) {
-      threads_.emplace_back([this, q = cq.get()] { Serve(q); });
-    }
-    started_ = true;
-    return bound_port;
-  }
-
-  void Wait() override {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return shutdown_requested_ || !started_; });
-    lock.unlock();
-    std::call_once(stop_once_, [this] { Stop(); });
-  }
-
-  void Shutdown() override {
-    std::lock_guard lock(mu_);
-    shutdown_requested_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  void Serve(grpc::ServerCompletionQueue* q) {
-    void* tag;
-    bool ok;
-    auto handle = [this](void* tag, bool ok) {
-      // Proceed may start an operation; none may start once the queues are shutting down.
-      std::shared_lock lock(lifecycle_);
-      TagTakenFromQueue(tag);
-      auto* call = static_cast<CallData*>(tag);
-      if (stopping_) {
-        call->Drop(ok);
-      } else {
-        call->Proceed(ok);
+        new RawCall(&raw_service_, cq, &counters_, &exchanges_);
+        new SerializedEchoCall(&data_service_, cq, &counters_);
+        new SerializedPushCall(&data_service_, cq, &counters_);
+        new SerializedExchangeCall(&data_service_, cq, &counters_, &exchanges_);
       }
     };
-    if (!options_.busy_poll) {
-      while (q->Next(&tag, &ok)) handle(tag, ok);
-      return;
-    }
-    // A deadline in the past makes AsyncNext poll once without sleeping.
-    const std::chrono::system_clock::time_point past{};
-    while (true) {
-      auto status = q->AsyncNext(&tag, &ok, past);
-      if (status == grpc::CompletionQueue::SHUTDOWN) return;
-      if (status == grpc::CompletionQueue::GOT_EVENT) handle(tag, ok);
-    }
+    // Later answers from the handler do nothing; what it still holds fails now.
+    data_plane.on_stop = [this] { exchanges_.hub->Close(ExchangeCancelledError()); };
+    control_ = std::make_unique<control::ControlServer>(options, std::move(data_plane));
   }
 
-  void Stop() {
-    // Later answers from the handler do nothing; what it still holds fails now, while the
-    // queues still take the calls' last events.
-    exchanges_.hub->Close(ExchangeCancelledError());
-    if (!started_) return;
-    control_.CancelSessions();
-    // Cancels what is still in flight; each call then gets one last event and is deleted.
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    {
-      std::unique_lock lock(lifecycle_);
-      stopping_ = true;
-    }
-    for (auto& cq : cqs_) cq->Shutdown();
-    for (auto& t : threads_) t.join();
-  }
+  // The server's threads end before the services, counters and exchanges they use.
+  ~GrpcServer() override { control_.reset(); }
 
-  ServerOptions options_;
-  ControlPlaneHooks hooks_;
+  absl::StatusOr<int> Start() override { return control_->Start(); }
+  void Wait() override { control_->Wait(); }
+  void Shutdown() override { control_->Shutdown(); }
+
+ private:
   grpc::AsyncGenericService raw_service_;
   wire::PsData::AsyncService data_service_;
-  wire::PsControl::AsyncService control_service_;
-  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
-  std::unique_ptr<grpc::Server> server_;
-  std::vector<std::thread> threads_;
   Counters counters_;
   Exchanges exchanges_;
-  ControlPlane control_{&control_service_, &options_, &hooks_, &counters_};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool shutdown_requested_ = false;
-  bool started_ = false;
-  std::once_flag stop_once_;
-  std::shared_mutex lifecycle_;
-  bool stopping_ = false;
+  std::unique_ptr<control::ControlServer> control_;
 };
 
 }  // namespace
 
-std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options, ControlPlaneHooks hooks) {
-  return std::make_unique<GrpcServer>(options, std::move(hooks));
+std::unique_ptr<Server> NewGrpcServer(const ServerOptions& options) {
+  return std::make_unique<GrpcServer>(options);
 }
 
 }  // namespace psbench::grpc_transport

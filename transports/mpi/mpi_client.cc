@@ -15,7 +15,8 @@
 #include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
-#include "transports/grpc/grpc_transport.h"
+#include "transports/control/channel.h"
+#include "transports/control/control_client.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
 #include "transports/mpi/mpi_requests.h"
@@ -114,7 +115,7 @@ class MpiClient final : public Client {
     }
     ClientOptions control_options = options_;
     control_options.servers = servers;
-    control_ = grpc_transport::NewGrpcClient(control_options);
+    control_ = std::make_unique<control::ControlClient>(control_options);
     if (absl::Status s = control_->Connect(); !s.ok()) return s;
     std::set<int> seen;
     for (size_t i = 0; i < servers.size(); ++i) {
@@ -361,7 +362,7 @@ class MpiClient final : public Client {
  private:
   // Asks a PS which rank it is, and checks that it is one of this job's PS.
   absl::StatusOr<int> Hello(const std::string& address) {
-    auto stub = wire::PsMpi::NewStub(grpc_transport::MakeChannel(address, options_.tls));
+    auto stub = wire::PsMpi::NewStub(control::MakeChannel(address, options_.tls));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
     wire::MpiHello request;
@@ -536,7 +537,7 @@ class MpiClient final : public Client {
 
   ClientOptions options_;
   std::unique_ptr<Job> job_;
-  std::unique_ptr<Client> control_;
+  std::unique_ptr<control::ControlClient> control_;
   JobPlacement placement_;
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Registered>> registered_;

@@ -22,7 +22,7 @@
 #include "payloads/size.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
-#include "transports/grpc/grpc_transport.h"
+#include "transports/control/control_server.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
 #include "transports/mpi/mpi_requests.h"
@@ -82,18 +82,18 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   absl::StatusOr<int> Start() override {
-    grpc_transport::ControlPlaneHooks hooks;
-    hooks.transport_name = "grpc+mpi";
-    hooks.describe_data_plane = [this] {
+    control::DataPlane data_plane;
+    data_plane.transport = "grpc+mpi";
+    data_plane.describe = [this] {
       std::lock_guard lock(mu_);
       return data_plane_;
     };
-    hooks.extra_services.push_back(this);
-    hooks.data_counters = [this] {
-      return grpc_transport::DataCounters{rpcs_.load(std::memory_order_relaxed),
-                                          bytes_.load(std::memory_order_relaxed)};
+    data_plane.services.push_back(this);
+    data_plane.counters = [this] {
+      return control::DataCounters{rpcs_.load(std::memory_order_relaxed),
+                                   bytes_.load(std::memory_order_relaxed)};
     };
-    control_ = grpc_transport::NewGrpcServer(options_, std::move(hooks));
+    control_ = std::make_unique<control::ControlServer>(options_, std::move(data_plane));
     auto port = control_->Start();
     if (!port.ok()) return port.status();
     // The address workers dial, as every rank learns it when joining.

@@ -12,7 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "psbench.grpc.pb.h"
-#include "transports/grpc/grpc_transport.h"
+#include "transports/control/channel.h"
+#include "transports/control/control_client.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
@@ -69,11 +70,11 @@ struct Peer {
 class VerbsClient final : public Client {
  public:
   explicit VerbsClient(const ClientOptions& options)
-      : options_(options), control_(grpc_transport::NewGrpcClient(options)) {
+      : options_(options), control_(std::make_unique<control::ControlClient>(options)) {
     for (const auto& address : options.servers) {
       Peer p;
       p.address = address;
-      p.stub = wire::PsVerbs::NewStub(grpc_transport::MakeChannel(address, options_.tls));
+      p.stub = wire::PsVerbs::NewStub(control::MakeChannel(address, options_.tls));
       peers_.push_back(std::move(p));
     }
   }
@@ -571,7 +572,7 @@ class VerbsClient final : public Client {
   }
 
   ClientOptions options_;
-  std::unique_ptr<Client> control_;
+  std::unique_ptr<control::ControlClient> control_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<CompletionQueue> cq_;
   std::vector<Peer> peers_;

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "payloads/size.h"
 #include "psbench.grpc.pb.h"
-#include "transports/grpc/grpc_transport.h"
+#include "transports/control/control_server.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
@@ -110,14 +110,14 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
     auto cq = CompletionQueue::Create(*device_, 65536);
     if (!cq.ok()) return cq.status();
     cq_ = std::move(*cq);
-    grpc_transport::ControlPlaneHooks hooks;
-    hooks.transport_name = "grpc+verbs";
-    hooks.data_plane = absl::StrCat("RDMA WRITE WITH IMMEDIATE on ", device_->Describe());
-    hooks.extra_services.push_back(this);
-    hooks.data_counters = [this] {
-      return grpc_transport::DataCounters{rpcs_.load(), bytes_.load()};
+    control::DataPlane data_plane;
+    data_plane.transport = "grpc+verbs";
+    data_plane.describe = [text = absl::StrCat("RDMA WRITE WITH IMMEDIATE on ", device_->Describe())] {
+      return text;
     };
-    control_ = grpc_transport::NewGrpcServer(options_, std::move(hooks));
+    data_plane.services.push_back(this);
+    data_plane.counters = [this] { return control::DataCounters{rpcs_.load(), bytes_.load()}; };
+    control_ = std::make_unique<control::ControlServer>(options_, std::move(data_plane));
     auto port = control_->Start();
     if (!port.ok()) return port.status();
     poller_ = std::thread([this] { Serve(); });

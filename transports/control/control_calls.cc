@@ -1,5 +1,8 @@
-// The gRPC PS's control plane (PsControl), served on the same completion queues as the data
+// The PS's control plane (PsControl), served on the same completion queues as gRPC's data
 // plane: GetInfo, polled start barriers, and worker sessions with their goodbyes.
+#include "transports/control/control_calls.h"
+
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -7,17 +10,18 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "transports/grpc/server_calls.h"
+#include "transports/control/call_data.h"
 
-namespace psbench::grpc_transport {
+namespace psbench::control {
 namespace {
 
 class InfoCall final : public CallData {
  public:
   InfoCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
-           const ServerOptions* options, const ControlPlaneHooks* hooks, Counters* counters)
-      : service_(service), cq_(cq), options_(options), hooks_(hooks), counters_(counters),
-        responder_(&context_) {
+           const ServerOptions* options, const DataPlane* data_plane,
+           const std::atomic<uint64_t>* sessions_lost)
+      : service_(service), cq_(cq), options_(options), data_plane_(data_plane),
+        sessions_lost_(sessions_lost), responder_(&context_) {
     service_->RequestGetInfo(&context_, &request_, &responder_, cq_, cq_, this);
   }
   void Proceed(bool ok) override {
@@ -25,7 +29,7 @@ class InfoCall final : public CallData {
       delete this;
       return;
     }
-    new InfoCall(service_, cq_, options_, hooks_, counters_);
+    new InfoCall(service_, cq_, options_, data_plane_, sessions_lost_);
     done_ = true;
     ::psbench::ServerInfo info;
     if (options_->describe_process) info = options_->describe_process();
@@ -33,24 +37,20 @@ class InfoCall final : public CallData {
     reply_.set_pid(info.pid);
     reply_.set_version(info.version);
     reply_.set_grpc_version(grpc::Version());
-    reply_.set_transport(hooks_->transport_name);
-    reply_.set_data_plane(hooks_->describe_data_plane ? hooks_->describe_data_plane()
-                                                      : hooks_->data_plane);
+    reply_.set_transport(data_plane_->transport);
+    if (data_plane_->describe) reply_.set_data_plane(data_plane_->describe());
     reply_.set_cpu_user_s(info.cpu_user_s);
     reply_.set_cpu_system_s(info.cpu_system_s);
     reply_.set_cpu_affinity(info.cpu_affinity);
     reply_.set_last_cpu(info.last_cpu);
     reply_.set_wall_s(info.wall_s);
     reply_.set_updates(info.updates);
-    if (hooks_->data_counters) {
-      DataCounters c = hooks_->data_counters();
+    if (data_plane_->counters) {
+      DataCounters c = data_plane_->counters();
       reply_.set_rpcs_served(c.rpcs);
       reply_.set_bytes_received(c.bytes);
-    } else {
-      reply_.set_rpcs_served(counters_->rpcs.load());
-      reply_.set_bytes_received(counters_->bytes.load());
     }
-    reply_.set_sessions_lost(counters_->sessions_lost.load());
+    reply_.set_sessions_lost(sessions_lost_->load());
     responder_.Finish(reply_, grpc::Status::OK, this);
   }
 
@@ -58,8 +58,8 @@ class InfoCall final : public CallData {
   wire::PsControl::AsyncService* service_;
   grpc::ServerCompletionQueue* cq_;
   const ServerOptions* options_;
-  const ControlPlaneHooks* hooks_;
-  Counters* counters_;
+  const DataPlane* data_plane_;
+  const std::atomic<uint64_t>* sessions_lost_;
   grpc::ServerContext context_;
   wire::InfoRequest request_;
   wire::ServerInfo reply_;
@@ -178,7 +178,7 @@ class BarrierCall final : public CallData {
 // on the sessions every psbench worker opens per PS when it connects, on every transport.
 class Sessions {
  public:
-  Sessions(int max, Counters* counters) : max_(max), counters_(counters) {}
+  explicit Sessions(int max) : max_(max) {}
   // Whether there is room for one more; sets *id to the session's name for Goodbye.
   bool TryAdd(grpc::ServerContext* session, uint64_t* id) {
     std::lock_guard lock(mu_);
@@ -201,7 +201,7 @@ class Sessions {
     std::lock_guard lock(mu_);
     auto it = open_.find(id);
     if (it == open_.end()) return;
-    if (!it->second.goodbye && !stopping_) counters_->sessions_lost.fetch_add(1);
+    if (!it->second.goodbye && !stopping_) lost_.fetch_add(1);
     open_.erase(it);
   }
   // Ends every session (the PS is stopping), so that none holds up the shutdown.
@@ -211,6 +211,8 @@ class Sessions {
     for (auto& [id, s] : open_) s.context->TryCancel();
   }
   int max() const { return max_; }
+  // Sessions that ended without a goodbye since the PS started.
+  const std::atomic<uint64_t>* lost() const { return &lost_; }
 
  private:
   struct Open {
@@ -218,7 +220,7 @@ class Sessions {
     bool goodbye;
   };
   const int max_;
-  Counters* counters_;
+  std::atomic<uint64_t> lost_{0};
   std::mutex mu_;
   std::map<uint64_t, Open> open_;
   uint64_t next_id_ = 1;  // 0: no session (a PS without sessions)
@@ -348,20 +350,20 @@ class SessionCall final : public CallData {
 }  // namespace
 
 struct ControlPlane::State {
-  State(int max_connections, Counters* counters) : sessions(max_connections, counters) {}
+  explicit State(int max_connections) : sessions(max_connections) {}
   Barriers barriers;
   Sessions sessions;
 };
 
 ControlPlane::ControlPlane(wire::PsControl::AsyncService* service, const ServerOptions* options,
-                           const ControlPlaneHooks* hooks, Counters* counters)
-    : service_(service), options_(options), hooks_(hooks), counters_(counters),
-      state_(std::make_unique<State>(options->max_connections, counters)) {}
+                           const DataPlane* data_plane)
+    : service_(service), options_(options), data_plane_(data_plane),
+      state_(std::make_unique<State>(options->max_connections)) {}
 
 ControlPlane::~ControlPlane() = default;
 
 void ControlPlane::Post(grpc::ServerCompletionQueue* cq) {
-  new InfoCall(service_, cq, options_, hooks_, counters_);
+  new InfoCall(service_, cq, options_, data_plane_, state_->sessions.lost());
   new BarrierCall(service_, cq, &state_->barriers);
   new SessionCall(service_, cq, &state_->sessions, options_->max_message_bytes);
   new GoodbyeCall(service_, cq, &state_->sessions);
@@ -369,4 +371,4 @@ void ControlPlane::Post(grpc::ServerCompletionQueue* cq) {
 
 void ControlPlane::CancelSessions() { state_->sessions.CancelAll(); }
 
-}  // namespace psbench::grpc_transport
+}  // namespace psbench::control

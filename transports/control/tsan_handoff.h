@@ -3,8 +3,8 @@
 // started on one thread (an exchange answered from the handler's thread) happens before its
 // tag comes out of the queue on a serving thread; without this it reports the serving
 // thread's use and deletion of the call as races. Outside TSan builds these do nothing.
-#ifndef PSBENCH_TRANSPORTS_GRPC_TSAN_HANDOFF_H_
-#define PSBENCH_TRANSPORTS_GRPC_TSAN_HANDOFF_H_
+#ifndef PSBENCH_TRANSPORTS_CONTROL_TSAN_HANDOFF_H_
+#define PSBENCH_TRANSPORTS_CONTROL_TSAN_HANDOFF_H_
 
 #if defined(__SANITIZE_THREAD__)
 #define PSBENCH_TSAN 1
@@ -21,7 +21,7 @@ extern "C" void __tsan_ignore_thread_begin();
 extern "C" void __tsan_ignore_thread_end();
 #endif
 
-namespace psbench::grpc_transport {
+namespace psbench::control {
 
 // Runs `start`, which starts an operation tagged `tag` on a completion queue, from a thread
 // other than the serving thread that will take the tag. What this thread wrote before is
@@ -48,6 +48,6 @@ inline void TagTakenFromQueue(void* tag) {
 #endif
 }
 
-}  // namespace psbench::grpc_transport
+}  // namespace psbench::control
 
-#endif  // PSBENCH_TRANSPORTS_GRPC_TSAN_HANDOFF_H_
+#endif  // PSBENCH_TRANSPORTS_CONTROL_TSAN_HANDOFF_H_

@@ -1,31 +1,104 @@
-#include "transports/grpc/client_sessions.h"
+#include "transports/control/control_client.h"
 
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "transports/control/channel.h"
 
-namespace psbench::grpc_transport {
+namespace psbench::control {
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
-  if (s.ok()) return absl::OkStatus();
-  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
-                                 static_cast<int>(s.error_code()), ")");
-  switch (s.error_code()) {
-    case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
-    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
-    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
-    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    default: return absl::InternalError(msg);
+ControlClient::ControlClient(const ClientOptions& options) : options_(options) {
+  for (const auto& address : options.servers) {
+    Ps s;
+    s.address = address;
+    s.channel = MakeChannel(address, options.tls);
+    s.control = wire::PsControl::NewStub(s.channel);
+    servers_.push_back(std::move(s));
+  }
+}
+
+ControlClient::~ControlClient() { Close(); }
+
+absl::Status ControlClient::Connect() {
+  absl::Time deadline = absl::Now() + options_.connect_timeout;
+  for (auto& s : servers_) {
+    if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(s);
+  }
+  // A connection alone could be any gRPC server: ask each PS who it is.
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    auto info = GetInfo(i);
+    if (!info.ok()) return info.status();
+  }
+  for (auto& s : servers_) {
+    if (absl::Status st = OpenSession(s); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
+  Ps& s = servers_[server];
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+  wire::ServerInfo reply;
+  grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
+  if (!status.ok()) {
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(s.address, " answers gRPC but is not a psbench PS"));
+    }
+    return FromGrpc(status, s.address);
+  }
+  wire::ServerInfo& r = reply;
+  ::psbench::ServerInfo out;
+  out.address = s.address;
+  out.host = r.host();
+  out.pid = r.pid();
+  out.version = r.version();
+  out.grpc_version = r.grpc_version();
+  out.transport = r.transport();
+  out.cpu_user_s = r.cpu_user_s();
+  out.cpu_system_s = r.cpu_system_s();
+  out.cpu_affinity = r.cpu_affinity();
+  out.last_cpu = r.last_cpu();
+  out.rpcs_served = r.rpcs_served();
+  out.sessions_lost = r.sessions_lost();
+  out.bytes_received = r.bytes_received();
+  out.wall_s = r.wall_s();
+  out.data_plane = r.data_plane();
+  out.updates = r.updates();
+  return out;
+}
+
+absl::Status ControlClient::Barrier(const std::string& name, int parties, int worker_index,
+                                    absl::Time deadline) {
+  wire::BarrierRequest request;
+  request.set_name(name);
+  request.set_parties(parties);
+  request.set_worker_index(worker_index);
+  request.set_nonce(nonce_);
+  wire::BarrierReply reply;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(std::min(deadline, absl::Now() + options_.connect_timeout)));
+    grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
+    if (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return FromGrpc(status, servers_[0].address);
+    }
+    if (status.ok() && reply.released()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only ", reply.arrived(), " of the ", parties, " workers reached barrier '", name,
+          "' on PS ", servers_[0].address, " in time"));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
   }
 }
 
 // Why a PS could not be reached, in one line. gRPC says why in the status of a call on the
 // failed channel; a TLS failure (a handshake refused, a PS that closes a plaintext
 // connection) is UNAUTHENTICATED: the PS is there, the credentials are wrong.
-absl::Status ConnectFailure(const ClientOptions& options, PsChannel& s) {
+absl::Status ControlClient::ConnectFailure(Ps& s) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   wire::ServerInfo reply;
@@ -34,7 +107,7 @@ absl::Status ConnectFailure(const ClientOptions& options, PsChannel& s) {
   auto has = [&why](const char* text) { return why.find(text) != std::string::npos; };
   const bool reached = !why.empty() && !has("refused") && !has("No route") &&
                        !has("DNS") && !has("Deadline") && !has("unreachable");
-  if (reached && options.tls.enabled()) {
+  if (reached && options_.tls.enabled()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "PS ", s.address, ": TLS handshake failed (does --tls-ca hold the CA of the PS "
         "certificate, does that certificate name the address dialled, is the PS serving "
@@ -46,13 +119,15 @@ absl::Status ConnectFailure(const ClientOptions& options, PsChannel& s) {
         "(give --tls-ca and, for mutual TLS, --tls-cert and --tls-key): ", why));
   }
   return absl::UnavailableError(absl::StrCat(
-      "cannot reach PS ", s.address, " within ", absl::FormatDuration(options.connect_timeout),
+      "cannot reach PS ", s.address, " within ", absl::FormatDuration(options_.connect_timeout),
       " (is psbench-ps running there, and is the address right?)",
       why.empty() ? "" : absl::StrCat(": ", why)));
 }
 
 // Opens this worker's session on a PS, which counts it against its --max-connections.
-absl::Status OpenSession(absl::Duration connect_timeout, grpc::CompletionQueue& session_cq, PsChannel& s) {
+absl::Status ControlClient::OpenSession(Ps& s) {
+  const absl::Duration connect_timeout = options_.connect_timeout;
+  grpc::CompletionQueue& session_cq = session_cq_;
   constexpr uintptr_t kStarted = 1, kRead = 2, kFinished = 3;
   auto wait_for = [&session_cq](uintptr_t want, absl::Time deadline) -> std::optional<bool> {
     void* tag;
@@ -105,7 +180,11 @@ absl::Status OpenSession(absl::Duration connect_timeout, grpc::CompletionQueue& 
 // hears a goodbye, so that it does not count this worker as lost (ServerInfo.sessions_lost).
 // Only a worker that ends normally gets here: one that fails exits without it, and its PS
 // counts it as lost, as it does a worker that was killed or cut off.
-void CloseSessions(std::vector<PsChannel>& servers, grpc::CompletionQueue& session_cq) {
+void ControlClient::Close() {
+  if (closed_) return;
+  closed_ = true;
+  std::vector<Ps>& servers = servers_;
+  grpc::CompletionQueue& session_cq = session_cq_;
   struct Bye {
     grpc::ClientContext context;
     wire::GoodbyeRequest request;
@@ -115,7 +194,7 @@ void CloseSessions(std::vector<PsChannel>& servers, grpc::CompletionQueue& sessi
   };
   std::vector<std::unique_ptr<Bye>> byes;
   grpc::CompletionQueue bye_cq;
-  for (PsChannel& s : servers) {
+  for (Ps& s : servers) {
     if (!s.session_open || s.session_id == 0) continue;
     auto bye = std::make_unique<Bye>();
     bye->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
@@ -138,7 +217,7 @@ void CloseSessions(std::vector<PsChannel>& servers, grpc::CompletionQueue& sessi
   }
   std::vector<grpc::Status> statuses(servers.size());
   for (size_t i = 0; i < servers.size(); ++i) {
-    PsChannel& s = servers[i];
+    Ps& s = servers[i];
     if (!s.session_open) continue;
     s.session_context->TryCancel();
     s.session->Finish(&statuses[i], &statuses[i]);
@@ -150,4 +229,4 @@ void CloseSessions(std::vector<PsChannel>& servers, grpc::CompletionQueue& sessi
   }
 }
 
-}  // namespace psbench::grpc_transport
+}  // namespace psbench::control

@@ -1,0 +1,66 @@
+#include "transports/control/channel.h"
+
+#include <grpc/support/log.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace psbench::control {
+namespace {
+
+void DropGrpcLog(gpr_log_func_args*) {}
+
+}  // namespace
+
+grpc::ChannelArguments PsbenchChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A worker often dials a PS that has only just started listening: a first attempt that
+  // fails is retried after 100 ms, not gRPC's default 1 s (then up to 1 s apart, until
+  // --connect-timeout), so starting a run does not cost whole seconds. Not
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC takes that as each attempt's handshake deadline.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls) {
+  if (!tls.enabled()) {
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                     PsbenchChannelArguments());
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.ca_pem;  // empty: the system's roots
+  ssl.pem_private_key = tls.key_pem;
+  ssl.pem_cert_chain = tls.cert_pem;
+  grpc::ChannelArguments args = PsbenchChannelArguments();
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
+                                 static_cast<int>(s.error_code()), ")");
+  switch (s.error_code()) {
+    case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
+    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
+    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
+    default: return absl::InternalError(msg);
+  }
+}
+
+void QuietGrpcLogging() {
+  if (std::getenv("PSBENCH_GRPC_LOG") == nullptr) gpr_set_log_function(DropGrpcLog);
+}
+
+}  // namespace psbench::control

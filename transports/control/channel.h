@@ -1,0 +1,38 @@
+// How a worker reaches a PS over gRPC, whatever the data plane: the channel (plaintext or
+// TLS, a connection of its own), status conversion both ways, and gRPC's own logging.
+#ifndef PSBENCH_TRANSPORTS_CONTROL_CHANNEL_H_
+#define PSBENCH_TRANSPORTS_CONTROL_CHANNEL_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/status.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "transports/transport.h"
+
+namespace psbench::control {
+
+// Channel arguments every psbench channel uses: no message size limit, and a connection
+// of its own (no subchannel sharing) so that each worker-PS pair is one TCP connection.
+grpc::ChannelArguments PsbenchChannelArguments();
+// A channel to a PS, over TLS when `tls` says so (every psbench channel is made here, so
+// the control planes of grpc+verbs and grpc+mpi get the same credentials as grpc).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls);
+
+// A gRPC status as psbench's, naming the PS.
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server);
+inline grpc::Status ToGrpc(const absl::Status& s) {
+  // gRPC's codes are absl's, number for number.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// Sends gRPC's own log lines to stderr only when PSBENCH_GRPC_LOG is set: psbench reports
+// failures itself, in one line.
+void QuietGrpcLogging();
+
+}  // namespace psbench::control
+
+#endif  // PSBENCH_TRANSPORTS_CONTROL_CHANNEL_H_
