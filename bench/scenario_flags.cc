@@ -8,7 +8,7 @@
 #include "payloads/size.h"
 
 ABSL_FLAG(std::string, benchmark, "latency",
-          "latency | bandwidth | throughput (psbench run without it: the default tour)");
+          "latency | bandwidth | throughput | updates (psbench run without it: the default tour)");
 ABSL_FLAG(std::string, transport, "grpc",
           "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (PS and workers as ranks of one "
           "mpirun)");
@@ -36,8 +36,8 @@ ABSL_FLAG(int, window, 16, "bandwidth: payloads outstanding");
 ABSL_FLAG(int, outstanding, 8, "throughput: payloads outstanding per PS");
 ABSL_FLAG(bool, validate, false, "checksum every buffer end to end; fail on a mismatch");
 ABSL_FLAG(bool, busy_poll, false,
-          "spin on completions instead of sleeping, as perftest does (worker; with psbench run "
-          "also the PS): lower latency, one core per process");
+          "spin on completions instead of sleeping, as perftest does (worker; under psbench's "
+          "launchers also the PS): lower latency, one core per process");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
 

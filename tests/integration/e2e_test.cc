@@ -21,7 +21,7 @@ constexpr uint64_t M = 10 * 1024;         // default --medium
 constexpr uint64_t L = 1024 * 1024;       // default --large
 constexpr uint64_t kDefaultSeed = 20180324;
 
-// The plans README and spec.h define for the default 10 buffers.
+// The plans docs/payloads.md and payloads/spec.h define for the default 10 buffers.
 const std::vector<uint64_t> kUniformPlan = {S, M, L, S, M, L, S, M, L, S};
 const std::vector<uint64_t> kSkewPlan = {L, M, S, L, M, L, M, L, L, L};
 
