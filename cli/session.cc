@@ -1,5 +1,6 @@
 #include "cli/session.h"
 
+#include <limits>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "cli/compare.h"
 #include "cli/launch/launch.h"
 #include "cli/launch_flags.h"
+#include "cli/reading_aid.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -19,35 +21,18 @@ using nlohmann::json;
 
 constexpr char kProgram[] = "psbench";
 
-// The tour's last line: per scheme, the headline figure of each benchmark.
-struct Headline {
-  std::string scheme;
-  std::map<std::string, std::string> by_benchmark;
-};
-
-void AddHeadline(std::vector<Headline>& headlines, const Scenario& s, const json& last) {
+// The tour's summary: per scheme, its payload and the headline figure of each benchmark.
+void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const json& last) {
   std::string scheme(SchemeName(s.payload.scheme));
-  if (headlines.empty() || headlines.back().scheme != scheme) headlines.push_back({scheme, {}});
-  std::string cell;
-  if (s.benchmark == Benchmark::kLatency) cell = fmt::format("{:.1f}", last["latency_us"]["p50"].get<double>());
-  if (s.benchmark == Benchmark::kBandwidth) cell = fmt::format("{:.1f}", last["mb_per_s"].get<double>());
-  if (s.benchmark == Benchmark::kThroughput) cell = fmt::format("{:.1f}", last["rpc_per_s"].get<double>());
-  headlines.back().by_benchmark[std::string(BenchmarkName(s.benchmark))] = cell;
-}
-
-void PrintHeadlines(const std::vector<Headline>& headlines, const Scenario& first,
-                    const std::string& json_path) {
-  fmt::print("\n# Summary ({}): latency p50 usec | bandwidth MB/s | throughput total RPC/s\n",
-             TransportWithMode(first.transport, first.mode));
-  fmt::print("{:>10} {:>14} {:>16} {:>18}\n", "#scheme", "latency p50", "bandwidth MB/s", "throughput RPC/s");
-  for (const auto& h : headlines) {
-    auto get = [&h](const char* k) {
-      auto it = h.by_benchmark.find(k);
-      return it == h.by_benchmark.end() ? std::string("-") : it->second;
-    };
-    fmt::print("{:>10} {:>14} {:>16} {:>18}\n", h.scheme, get("latency"), get("bandwidth"), get("throughput"));
+  if (rows.empty() || rows.back().scheme != scheme) {
+    const double none = std::numeric_limits<double>::quiet_NaN();
+    rows.push_back({scheme, last.value("payload_summary", ""), last.value("payload_bytes", uint64_t{0}),
+                    none, none, none});
   }
-  if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
+  TourRow& row = rows.back();
+  if (s.benchmark == Benchmark::kLatency) row.latency_p50_us = last["latency_us"]["p50"].get<double>();
+  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = last["mb_per_s"].get<double>();
+  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = last["rpc_per_s"].get<double>();
 }
 
 // What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
@@ -92,7 +77,7 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
 // failure (a lost worker's survivors still print and are saved). Returns the exit status.
 int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
   TablePrinter table;
-  std::vector<Headline> headlines;
+  std::vector<TourRow> headlines;
   const std::string& json_path = session.json_path;
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
@@ -123,7 +108,18 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     }
     if (tour) AddHeadline(headlines, s, results->back());
   }
-  if (tour) PrintHeadlines(headlines, runs[0].first, json_path);
+  if (tour) {
+    PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines);
+    std::fflush(stdout);
+    std::vector<json> floors = PrintReadingAid(session.options, session.name == "run", headlines);
+    if (!json_path.empty() && !floors.empty()) {
+      if (absl::Status st = AppendJsonLines(json_path, floors); !st.ok()) {
+        fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+        return kExitRuntime;
+      }
+    }
+    if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
+  }
   return 0;
 }
 

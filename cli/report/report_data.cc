@@ -252,6 +252,10 @@ absl::StatusOr<Sorted> SortRecords(const std::vector<Record>& records, const Rep
     } else if (kind == "train_total") {
       report.notes.push_back(fmt::format("{} train_total record{} not shown: the training totals are "
                                          "summed from the per-worker train records.", n, n == 1 ? "" : "s"));
+    } else if (kind == "floor") {
+      report.notes.push_back(fmt::format("{} floor record{} not shown: the tour's reading aid (psbench-floor-tcp "
+                                         "and -grpc on loopback, one message of each payload's size).",
+                                         n, n == 1 ? "" : "s"));
     } else {
       report.notes.push_back(fmt::format("{} record{} of kind '{}' skipped: psbench report does not know it.",
                                          n, n == 1 ? "" : "s", kind));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -512,8 +513,9 @@ TEST_F(E2ETest, RunHandsItsWorkerTheWholeScenario) {
 TEST_F(E2ETest, DefaultTourRunsNineBenchmarks) {
   RunResult run;
   auto records = RunForRecords(RunArgv({"--duration=0.3s", "--warmup=0s"}), &run, seconds(150));
-  // Per scheme: latency, bandwidth, then throughput's 2 workers and their total.
-  ASSERT_EQ(records.size(), 15u) << run.Describe();
+  // Per scheme: latency, bandwidth, then throughput's 2 workers and their total; then the
+  // floors of the reading aid: tcp and grpc, pingpong and stream, for each payload size.
+  ASSERT_EQ(records.size(), 15u + 12u) << run.Describe();
   size_t i = 0;
   for (const char* scheme : {"uniform", "random", "skew"}) {
     SCOPED_TRACE(scheme);
@@ -538,6 +540,29 @@ TEST_F(E2ETest, DefaultTourRunsNineBenchmarks) {
     }
   }
   EXPECT_NE(run.out.find("# Summary"), std::string::npos) << run.out;
+  // The summary shows each scheme's payload.
+  EXPECT_NE(run.out.find("3x1MiB 3x10KiB 4x10B"), std::string::npos) << run.out;
+  // The floors measured each payload's size, and their figures stand beside the tour's.
+  std::set<uint64_t> sizes;
+  for (size_t s = 0; s < 3; ++s) sizes.insert(records[5 * s].value("payload_bytes", uint64_t{0}));
+  std::set<std::string> seen;
+  for (; i < records.size(); ++i) {
+    const Json& r = records[i];
+    EXPECT_EQ(r.value("kind", ""), "floor") << r.dump();
+    EXPECT_TRUE(sizes.count(r.value("bytes", uint64_t{0}))) << r.dump();
+    const std::string test = r.value("test", "");
+    if (test == "pingpong") {
+      EXPECT_GT(r["latency_us"].value("p50", 0.0), 0) << r.dump();
+    } else {
+      EXPECT_GT(r.value("mb_per_s", 0.0), 0) << r.dump();
+    }
+    seen.insert(r.value("floor", "") + "/" + test);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"grpc/pingpong", "grpc/stream", "tcp/pingpong", "tcp/stream"}));
+  const size_t aid = run.out.find("# Reading aid");
+  ASSERT_NE(aid, std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("floor not measured"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find(" - ", aid), std::string::npos) << "every figure measured: " << run.out;
 }
 
 }  // namespace

@@ -1,0 +1,165 @@
+#include "cli/reading_aid.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/sysinfo.h"
+#include "cli/launch/process.h"
+#include "fmt/core.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+// Enough for a stable median of a multi-megabyte message on loopback, little enough that the
+// floors add a few seconds to a tour of about 40.
+constexpr int kIterations = 100, kWarmup = 10;
+
+std::string Cell(double v) { return std::isnan(v) ? "-" : fmt::format("{:.1f}", v); }
+
+// "3.03MiB", "10.0KiB", "10B": a payload's size at a glance (the exact bytes are in the records).
+std::string Bytes(uint64_t b) {
+  if (b >= (1u << 20)) return fmt::format("{:.2f}MiB", b / double(1u << 20));
+  if (b >= 1024) return fmt::format("{:.1f}KiB", b / 1024.0);
+  return fmt::format("{}B", b);
+}
+
+// One floor tool: its server, then a pingpong and a stream client per size; the records, or
+// why not (one line).
+struct Floor {
+  const char* binary;  // psbench-floor-tcp, psbench-floor-grpc
+  const char* name;    // "tcp", "grpc"
+};
+
+absl::StatusOr<std::vector<json>> RunFloor(const LaunchOptions& o, const Floor& floor,
+                                           const std::vector<uint64_t>& sizes) {
+  const std::string path = o.bin_dir + "/" + floor.binary;
+  std::vector<std::string> server_argv = {path, "--server", "--port=0"};
+  if (!o.ps_cpu.empty()) server_argv.push_back("--cpu=" + o.ps_cpu);
+  auto server = ChildProcess::Start(floor.binary, server_argv, {.capture_stdout = true});
+  if (!server.ok()) return server.status();
+  // "listening on 127.0.0.1:PORT" first.
+  auto line = server->ReadLine(absl::Now() + absl::Seconds(10));
+  if (!line.ok() || line->rfind("listening on ", 0) != 0) {
+    return absl::UnavailableError(absl::StrCat(floor.binary, " did not start listening"));
+  }
+  const std::string address = line->substr(13);
+  char tmpl[] = "/tmp/psbench-floor.XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd < 0) return absl::InternalError("cannot create a temporary file for the floors");
+  close(fd);
+  const std::string out = tmpl;
+  std::vector<json> records;
+  absl::Status failure;
+  for (uint64_t bytes : sizes) {
+    for (const char* test : {"pingpong", "stream"}) {
+      std::vector<std::string> argv = {path, "--connect=" + address, absl::StrCat("--test=", test),
+                                       absl::StrCat("--size=", bytes), absl::StrCat("--iterations=", kIterations),
+                                       absl::StrCat("--warmup=", kWarmup), "--json=" + out};
+      if (!o.worker_cpu.empty()) argv.push_back("--cpu=" + o.worker_cpu);
+      std::remove(out.c_str());
+      auto client = ChildProcess::Start(floor.binary, argv, {.capture_stdout = true});
+      if (!client.ok()) {
+        failure = client.status();
+        break;
+      }
+      while (client->ReadLine(absl::Now() + absl::Seconds(60)).ok()) {
+      }
+      int status = client->Stop(SIGTERM, absl::Seconds(5));
+      std::ifstream in(out);
+      std::string text;
+      std::getline(in, text);
+      auto record = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (status != 0 || !record.is_object()) {
+        failure = absl::InternalError(absl::StrCat(floor.binary, " --test=", test, " ",
+                                                   ChildProcess::Describe(status)));
+        break;
+      }
+      record["kind"] = "floor";
+      record["floor"] = floor.name;
+      record["command"] = argv;
+      record["placement"] = {{"server_cpu", o.ps_cpu}, {"client_cpu", o.worker_cpu}};
+      records.push_back(std::move(record));
+    }
+    if (!failure.ok()) break;
+  }
+  std::remove(out.c_str());
+  server->Stop(SIGTERM, absl::Seconds(5));
+  if (!failure.ok()) return failure;
+  return records;
+}
+
+}  // namespace
+
+void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows) {
+  fmt::print("\n# Summary ({}): latency p50 usec (round trip) | bandwidth MB/s | throughput total RPC/s\n",
+             transport);
+  fmt::print("{:>10} {:>10} {:<24} {:>12} {:>16} {:>18}\n", "#scheme", "bytes", "payload", "latency p50",
+             "bandwidth MB/s", "throughput RPC/s");
+  for (const TourRow& r : rows) {
+    fmt::print("{:>10} {:>10} {:<24} {:>12} {:>16} {:>18}\n", r.scheme, Bytes(r.bytes), r.payload,
+               Cell(r.latency_p50_us), Cell(r.bandwidth_mb_per_s), Cell(r.throughput_rpc_per_s));
+  }
+}
+
+std::vector<json> PrintReadingAid(const LaunchOptions& o, bool local, const std::vector<TourRow>& rows) {
+  if (!local) {
+    fmt::print("# To judge these figures: latency is a round trip (perftest and OSU print half of one);\n"
+               "# the floors psbench ships (psbench-floor-tcp, psbench-floor-grpc, psbench-floor-mpi) measure\n"
+               "# this fabric without psbench: bench/floors/README.md\n");
+    return {};
+  }
+  std::vector<uint64_t> sizes;
+  for (const TourRow& r : rows) {
+    if (std::find(sizes.begin(), sizes.end(), r.bytes) == sizes.end()) sizes.push_back(r.bytes);
+  }
+  std::vector<json> records;
+  std::map<std::pair<std::string, uint64_t>, json> by;  // (floor/test, bytes) -> record
+  std::vector<std::string> problems;
+  for (const Floor& floor : {Floor{"psbench-floor-tcp", "tcp"}, Floor{"psbench-floor-grpc", "grpc"}}) {
+    auto got = RunFloor(o, floor, sizes);
+    if (!got.ok()) {
+      problems.push_back(std::string(got.status().message()));
+      continue;
+    }
+    for (json& r : *got) {
+      by[{absl::StrCat(floor.name, "/", r.value("test", "")), r.value("bytes", uint64_t{0})}] = r;
+      records.push_back(std::move(r));
+    }
+  }
+  auto figure = [&by](const std::string& key, uint64_t bytes) {
+    auto it = by.find({key, bytes});
+    if (it == by.end()) return kNone;
+    const json& r = it->second;
+    return key.ends_with("pingpong") ? r["latency_us"].value("p50", kNone) : r.value("mb_per_s", kNone);
+  };
+  fmt::print("\n# Reading aid: this machine's floors, measured just now on loopback, placed as the tour's PS\n"
+             "# and worker, for one message of each payload's size ({} round trips; a window of 16 for MB/s).\n"
+             "# tcp: a blocking socket loop (psbench-floor-tcp), TCP with no RPC layer; grpc: the plain\n"
+             "# protobuf unary echo a user would write (psbench-floor-grpc). Latency is a round trip: perftest\n"
+             "# and OSU print half of one.\n",
+             kIterations);
+  fmt::print("{:>10} {:>12} {:>10} {:>10} {:>16} {:>10} {:>10}\n", "#scheme", "latency p50", "tcp", "grpc",
+             "bandwidth MB/s", "tcp", "grpc");
+  for (const TourRow& r : rows) {
+    fmt::print("{:>10} {:>12} {:>10} {:>10} {:>16} {:>10} {:>10}\n", r.scheme, Cell(r.latency_p50_us),
+               Cell(figure("tcp/pingpong", r.bytes)), Cell(figure("grpc/pingpong", r.bytes)),
+               Cell(r.bandwidth_mb_per_s), Cell(figure("tcp/stream", r.bytes)),
+               Cell(figure("grpc/stream", r.bytes)));
+  }
+  for (const std::string& p : problems) fmt::print("# floor not measured: {}\n", p);
+  for (json& r : records) r["environment"] = Environment();
+  return records;
+}
+
+}  // namespace psbench
