@@ -6,7 +6,8 @@ usage: psbench_plot.py PLOTS.json OUTDIR
 PLOTS.json ({"format": "psbench-plot/1", "series": [...], "plots": [...]}) holds exactly what
 to draw: psbench (cli/report/report_data.cc) chose the series, the points, the axes and
 the labels, and tests them. This script only draws: one SVG per plot into OUTDIR, each
-series in the same colour in every plot, p99 dashed. Exit status: 0, 3 when matplotlib is
+series (and each variant of one, e.g. its PS count) in a colour and marker of its own, the
+same in every plot, p99 dashed with hollow markers. Exit status: 0, 3 when matplotlib is
 missing, 1 on anything else, with one line on stderr saying why.
 """
 import json
@@ -38,14 +39,27 @@ def bytes_label(value, _pos=None):
     return f"{value:.0f}" if value == int(value) else f"{value:.3g}"
 
 
-def draw(plot, colors, outdir):
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def key_of(line):
+    """A line's colour and marker: its series and variant (p50 and p99 share theirs)."""
+    return (line["series"], line.get("variant", ""))
+
+
+def draw(plot, styles, outdir):
     panels = plot["panels"]
-    fig, axes = plt.subplots(1, len(panels), figsize=(7.0 * len(panels), 4.6), squeeze=False)
+    # Full page width whatever the panel count: a figure is read at a glance, not squinted at.
+    fig, axes = plt.subplots(1, len(panels), figsize=(12.0, 4.8), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         for line in panel["lines"]:
-            ax.plot(line["x"], line["y"], label=line["label"], color=colors[line["series"]],
-                    linestyle="--" if line["style"] == "dashed" else "-",
-                    marker="s" if line["style"] == "dashed" else "o", markersize=4, linewidth=1.6)
+            color, marker = styles[key_of(line)]
+            dashed = line["style"] == "dashed"
+            # A series of one point is a marker alone: large enough to see.
+            ax.plot(line["x"], line["y"], label=line["label"], color=color,
+                    linestyle="--" if dashed else "-", marker=marker,
+                    markersize=7 if len(line["x"]) == 1 else 5,
+                    markerfacecolor="none" if dashed else color, linewidth=1.8)
         if "reference" in panel:
             ax.axhline(panel["reference"], color="0.35", linewidth=0.9, linestyle=":")
         if plot["xaxis"] == "bytes":
@@ -83,12 +97,20 @@ def main(argv):
         fail(f"{argv[1]}: {e}")
     if data.get("format") != "psbench-plot/1":
         fail(f"{argv[1]}: not psbench plot data (format {data.get('format')!r})")
+    # One colour and marker per (series, variant), the same in every plot: series first, in
+    # their order, then the variants as they come.
     palette = plt.get_cmap("tab10").colors
-    colors = {s: palette[i % len(palette)] for i, s in enumerate(data["series"])}
+    keys = [(s, "") for s in data["series"]]
+    for plot in data["plots"]:
+        for panel in plot["panels"]:
+            for line in panel["lines"]:
+                if key_of(line) not in keys:
+                    keys.append(key_of(line))
+    styles = {k: (palette[i % len(palette)], MARKERS[i % len(MARKERS)]) for i, k in enumerate(keys)}
     plt.rcParams.update({"svg.fonttype": "path", "font.size": 10})  # no font needed to view
     for plot in data["plots"]:
         try:
-            draw(plot, colors, argv[2])
+            draw(plot, styles, argv[2])
         except (OSError, KeyError, ValueError) as e:
             fail(f"{plot.get('file', '?')}: {e}")
 

@@ -403,7 +403,8 @@ json PlotData(const Report& report) {
     for (const PlotPanel& panel : p.panels) {
       json lines = json::array();
       for (const PlotLine& l : panel.lines) {
-        lines.push_back({{"label", l.label}, {"series", l.series}, {"style", l.style}, {"x", l.x}, {"y", l.y}});
+        lines.push_back({{"label", l.label}, {"series", l.series}, {"variant", l.variant}, {"style", l.style},
+                         {"x", l.x}, {"y", l.y}});
       }
       json j = {{"ylabel", panel.ylabel}, {"ylog", panel.ylog}, {"lines", lines}};
       if (panel.reference) j["reference"] = *panel.reference;

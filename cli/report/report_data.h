@@ -41,6 +41,9 @@ struct PlotLine {
   std::string series;
   std::string style = "solid";
   std::vector<double> x, y;
+  // Lines of one series that differ in what else was measured ("2 PS"): each gets a colour
+  // and marker of its own; lines that differ only in style (p50, p99) share them.
+  std::string variant;
 };
 
 // One axes of a figure.

@@ -110,6 +110,8 @@ class PlotMaker {
 
   // A new plot, its file named after its place in the report and `name`.
   Plot& Add(const std::string& name, std::string title, std::string xlabel, Plot::XAxis xaxis);
+  // Why a plot is not there: nothing measured vanishes without a word.
+  void Note(std::string note) { report_.notes.push_back(std::move(note)); }
 
  private:
   Report& report_;

@@ -52,8 +52,12 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
                const std::optional<std::pair<std::string, std::string>>& ab, PlotMaker& plots) {
   for (const std::string& scheme : schemes) {
     auto sel = Select(rows, [&](const RowKey& k) { return k.scheme == scheme; });
-    if (sel.size() < 2) continue;
     bool latency = bench == "latency";
+    if (sel.size() < 2) {
+      plots.Note(fmt::format("{} of scheme {}: one payload size measured, so no plot against size (the "
+                             "table has it).", latency ? "Latency" : "Bandwidth", scheme));
+      continue;
+    }
     Plot& plot = plots.Add(absl::StrCat(bench, "-", scheme),
                            fmt::format("{} vs payload size (scheme {})", latency ? "Latency" : "Bandwidth", scheme),
                            kSizeAxis, Plot::XAxis::kBytes);
@@ -65,7 +69,7 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
     for (const std::string& s : series) {
       for (const Metric& m : latency ? std::vector<Metric>{{"p50", "p50", 2}, {"p99", "p99", 2, true}}
                                      : std::vector<Metric>{{"mb_per_s", "MB/s", 2}}) {
-        PlotLine line{latency ? absl::StrCat(s, " ", m.column) : s, s, m.tail ? "dashed" : "solid", {}, {}};
+        PlotLine line{latency ? absl::StrCat(s, " ", m.column) : s, s, m.tail ? "dashed" : "solid", {}, {}, {}};
         for (const auto& [key, cells] : sel) {
           if (auto v = CellValue(Find(*cells, s), m)) {
             line.x.push_back(key->bytes);
@@ -90,7 +94,7 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
     for (const Metric& m : RatioMetrics(bench)) {
       PlotLine line{latency ? absl::StrCat(ab->second, " / ", ab->first, " ", m.column)
                             : absl::StrCat(ab->second, " / ", ab->first),
-                    ab->second, m.tail ? "dashed" : "solid", {}, {}};
+                    ab->second, m.tail ? "dashed" : "solid", {}, {}, {}};
       for (const auto& [key, cells] : sel) {
         if (auto r = Ratio(*cells, *ab, m)) {
           line.x.push_back(key->bytes);
@@ -126,7 +130,13 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
     for (bool by_workers : {true, false}) {
       const std::set<int>& xs = by_workers ? workers : ps;
       const std::set<int>& lines = by_workers ? ps : workers;
-      if (xs.size() < 2) continue;
+      if (xs.size() < 2) {
+        if (by_workers && ps.size() < 2) {
+          plots.Note(fmt::format("Throughput ({}): one worker count and one PS count measured, so no plot "
+                                 "(the table has it); a plot needs two of either.", what));
+        }
+        continue;
+      }
       auto x_of = [&](const RowKey& k) { return by_workers ? k.workers : k.ps; };
       auto line_of = [&](const RowKey& k) { return by_workers ? k.ps : k.workers; };
       auto line_name = [&](int n) {
@@ -143,7 +153,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
         panel.ylabel = m.key == std::string("rpc_per_s") ? "Total throughput (RPC/s)" : "Total throughput (MB/s)";
         for (const std::string& s : series) {
           for (int n : lines) {
-            PlotLine line{fmt::format("{}, {}", s, line_name(n)), s, "solid", {}, {}};
+            PlotLine line{fmt::format("{}, {}", s, line_name(n)), s, "solid", {}, {}, line_name(n)};
             for (const auto& [key, cells] : sel) {
               if (line_of(*key) != n) continue;
               if (auto v = CellValue(Find(*cells, s), m)) {
@@ -155,7 +165,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
             std::vector<size_t> order(line.x.size());
             for (size_t i = 0; i < order.size(); ++i) order[i] = i;
             std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return line.x[a] < line.x[b]; });
-            PlotLine sorted{line.label, line.series, line.style, {}, {}};
+            PlotLine sorted{line.label, line.series, line.style, {}, {}, line.variant};
             for (size_t i : order) {
               sorted.x.push_back(line.x[i]);
               sorted.y.push_back(line.y[i]);
@@ -174,7 +184,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
       rp.ylabel = fmt::format("Throughput ratio {} / {}", ab->second, ab->first);
       rp.reference = 1.0;
       for (int n : lines) {
-        PlotLine line{line_name(n), ab->second, "solid", {}, {}};
+        PlotLine line{line_name(n), ab->second, "solid", {}, {}, line_name(n)};
         std::vector<std::pair<double, double>> xy;
         for (const auto& [key, cells] : sel) {
           if (line_of(*key) != n) continue;

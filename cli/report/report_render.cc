@@ -36,9 +36,9 @@ th, td { border: 1px solid #bbb; padding: .2em .55em; }
 th { background: #eee; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr:nth-child(even) td { background: #f8f8f8; }
-div.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 1em 2em; }
-figure { margin: 1em 0; }
-figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+div.plots { display: block; }
+figure { margin: 1.5em 0; }
+figure img { width: 100%; height: auto; border: 1px solid #ddd; }
 figcaption { font-size: .9em; color: #333; }
 ul.notes { font-size: .9em; color: #444; }
 )css";

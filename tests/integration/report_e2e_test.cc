@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,9 +98,12 @@ TEST_F(ReportE2eTest, RealRunsMakeAPageThatChromiumRendersWithEveryPlot) {
   }
   RunInto({"--benchmark=bandwidth", "--sizes=1K:16K", "--iterations=100", "--warmup-iterations=10",
            "--transports=grpc/non-serialized,grpc/serialized"});
-  for (const char* workers : {"--num-workers=1", "--num-workers=2"}) {
-    RunInto({"--benchmark=throughput", "--sizes=4K:4K", "--iterations=100", "--warmup-iterations=10", workers,
-             "--transports=grpc/non-serialized,grpc/serialized"});
+  // Throughput of 1 and 2 workers, against 1 and 2 PS: per series, a line per PS count.
+  for (const char* ps : {"--num-ps=1", "--num-ps=2"}) {
+    for (const char* workers : {"--num-workers=1", "--num-workers=2"}) {
+      RunInto({"--benchmark=throughput", "--sizes=4K:4K", "--iterations=100", "--warmup-iterations=10", workers,
+               ps, "--transports=grpc/non-serialized,grpc/serialized"});
+    }
   }
   if (HasFatalFailure()) return;
 
@@ -113,17 +117,34 @@ TEST_F(ReportE2eTest, RealRunsMakeAPageThatChromiumRendersWithEveryPlot) {
                            "comparison records not shown"}) {
     EXPECT_THAT(text, HasSubstr(want));
   }
-  // Latency and bandwidth vs size, each with its ratio; throughput vs workers and its ratio.
+  // Latency and bandwidth vs size, each with its ratio; throughput vs workers and vs PS, each
+  // with its ratio.
   const std::string html = ReadFile(page);
   const int plots = CountOf(html, "<img class=\"plot\"");
-  EXPECT_EQ(plots, 6) << html;
-  EXPECT_THAT(html, HasSubstr("data-plots=\"6\""));
+  EXPECT_EQ(plots, 8) << html;
+  EXPECT_THAT(html, HasSubstr("data-plots=\"8\""));
   std::vector<std::string> svgs;
   for (const auto& e : std::filesystem::directory_iterator(tmp_.File("report_files"))) {
     if (e.path().extension() == ".svg") svgs.push_back(e.path().string());
   }
   ASSERT_EQ(static_cast<int>(svgs.size()), plots);
   for (const auto& svg : svgs) EXPECT_THAT(ReadFile(svg).substr(0, 200), HasSubstr("<svg")) << svg;
+  // Every line of the throughput plot can be told apart: 2 series x 2 PS counts, 4 colours
+  // (greys are the axes and grid).
+  int throughput_plots = 0;
+  for (const auto& svg : svgs) {
+    if (svg.find("throughput-workers") == std::string::npos || svg.find("ratio") != std::string::npos) continue;
+    ++throughput_plots;
+    static const std::regex kStroke("stroke: ?#([0-9a-f]{6})");
+    std::set<std::string> colours;
+    const std::string text = ReadFile(svg);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), kStroke); it != std::sregex_iterator(); ++it) {
+      const std::string c = (*it)[1].str();
+      if (!(c.substr(0, 2) == c.substr(2, 2) && c.substr(2, 2) == c.substr(4, 2))) colours.insert(c);
+    }
+    EXPECT_EQ(colours.size(), 4u) << svg;
+  }
+  EXPECT_EQ(throughput_plots, 1);
 
   EXPECT_EQ(PlotsLoaded(page), plots);
   RunResult shot = Chromium(page, {"--screenshot=" + tmp_.File("report.png")});
