@@ -1,0 +1,168 @@
+// The benchmark loops (bench/runner.h) and the records made from them (bench/report.h), on
+// the in-process loopback transport: every operation counted once, bytes = operations x
+// payload, the PS's own counts equal the worker's, the record says so; no process, no socket.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "bench/scenario.h"
+#include "payloads/payload.h"
+#include "transports/loopback/loopback.h"
+
+namespace psbench {
+namespace {
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void StartPs(int n, int64_t corrupt_every = 0) {
+    for (int i = 0; i < n; ++i) {
+      ServerOptions so;
+      so.corrupt_every = corrupt_every;
+      auto server = loopback::NewLoopbackServer(so);
+      auto port = server->Start();
+      ASSERT_TRUE(port.ok()) << port.status();
+      scenario_.ps.push_back(absl::StrCat("loopback:", *port));
+      servers_.push_back(std::move(server));
+    }
+  }
+  void TearDown() override {
+    for (auto& s : servers_) s->Shutdown();
+    for (auto& s : servers_) s->Wait();
+  }
+
+  // Runs the scenario's first plan; its measurement and record.
+  absl::StatusOr<Measurement> Run(nlohmann::json* record = nullptr) {
+    scenario_.run_id = "runner-test";
+    ClientOptions co;
+    co.servers = scenario_.ps;
+    co.validate = scenario_.validate;
+    client_ = loopback::NewLoopbackClient(co);
+    if (absl::Status s = client_->Connect(); !s.ok()) return s;
+    auto plans = scenario_.Plans();
+    if (!plans.ok()) return plans.status();
+    plan_ = (*plans)[0];
+    std::vector<int> ids;
+    std::vector<uint64_t> bytes;
+    for (size_t i = 0; i < plan_.payloads.size(); ++i) {
+      payloads_.push_back(std::make_unique<Payload>(plan_.Sizes(i), scenario_.payload.seed + i));
+      auto id = client_->Register(*payloads_.back());
+      if (!id.ok()) return id.status();
+      ids.push_back(*id);
+      bytes.push_back(plan_.Bytes(i));
+    }
+    auto m = RunBenchmark(scenario_, *client_, ids, bytes, 0);
+    if (m.ok() && record != nullptr) *record = MakeRecord(scenario_, plan_, *m);
+    return m;
+  }
+
+  Scenario scenario_;
+  PayloadPlan plan_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::unique_ptr<Client> client_;
+  std::vector<std::unique_ptr<Payload>> payloads_;
+};
+
+TEST_F(RunnerTest, LatencyCountsEveryOperationOnceAndTheRecordSaysSo) {
+  StartPs(1);
+  scenario_.benchmark = Benchmark::kLatency;
+  scenario_.warmup_iterations = 5;
+  scenario_.iterations = 50;
+  scenario_.validate = true;
+  nlohmann::json r;
+  auto m = Run(&r);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const uint64_t payload = plan_.Bytes(0);
+  EXPECT_EQ(m->ops, 50u);
+  EXPECT_EQ(m->bytes, 50 * payload);
+  EXPECT_EQ(m->latency.count(), 50u);
+  ASSERT_EQ(m->ps_rpcs.size(), 1u);
+  EXPECT_EQ(m->ps_rpcs[0], 50u) << "the PS counts the measurement alone, as the worker does";
+  EXPECT_EQ(m->ps_bytes[0], 50 * payload);
+  EXPECT_GT(m->seconds, 0);
+  EXPECT_EQ(r["benchmark"], "latency");
+  EXPECT_EQ(r["iterations"], 50);
+  EXPECT_EQ(r["bytes"], 50 * payload);
+  EXPECT_EQ(r["payload_bytes"], payload);
+  EXPECT_EQ(r["latency_us"]["count"], 50);
+  EXPECT_LE(r["latency_us"]["min"].get<double>(), r["latency_us"]["p50"].get<double>());
+  EXPECT_LE(r["latency_us"]["p50"].get<double>(), r["latency_us"]["max"].get<double>());
+  EXPECT_EQ(r["ps_counted"][0]["rpcs"], 50);
+  EXPECT_EQ(r["peers_lost"], 0);
+  EXPECT_EQ(r["validate"], true);
+}
+
+TEST_F(RunnerTest, BandwidthRecordIsBytesOverTime) {
+  StartPs(1);
+  scenario_.benchmark = Benchmark::kBandwidth;
+  scenario_.window = 4;
+  scenario_.warmup_iterations = 4;
+  scenario_.iterations = 40;
+  nlohmann::json r;
+  auto m = Run(&r);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->ops, 40u);
+  EXPECT_EQ(r["iterations"], 40);
+  const double seconds = r["seconds"].get<double>();
+  ASSERT_GT(seconds, 0);
+  EXPECT_NEAR(r["mb_per_s"].get<double>(), 40.0 * plan_.Bytes(0) / seconds / 1e6, 1e-6 * r["mb_per_s"].get<double>());
+  EXPECT_NEAR(r["msgs_per_s"].get<double>(), 40.0 / seconds, 1e-6 * r["msgs_per_s"].get<double>());
+}
+
+// Throughput by count is per PS: each of 2 PS gets its iterations; the total record of one
+// worker equals its own figures.
+TEST_F(RunnerTest, ThroughputCountsPerPsAndAggregates) {
+  StartPs(2);
+  scenario_.benchmark = Benchmark::kThroughput;
+  scenario_.outstanding = 3;
+  scenario_.warmup_iterations = 3;
+  scenario_.iterations = 30;
+  nlohmann::json r;
+  auto m = Run(&r);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->ops_per_ps.size(), 2u);
+  EXPECT_EQ(m->ops_per_ps[0], 30u);
+  EXPECT_EQ(m->ops_per_ps[1], 30u);
+  EXPECT_EQ(m->ops, 60u);
+  EXPECT_EQ(m->ps_rpcs[0] + m->ps_rpcs[1], 60u);
+  nlohmann::json total = AggregateThroughput({r});
+  EXPECT_EQ(total["scope"], "total");
+  EXPECT_EQ(total["iterations"], r["iterations"]);
+  // Over the workers' wall-clock window (start_unix_s to end_unix_s), which differs from the
+  // worker's own steady-clock seconds by microseconds.
+  EXPECT_NEAR(total["rpc_per_s"].get<double>(), r["rpc_per_s"].get<double>(), 1e-3 * r["rpc_per_s"].get<double>());
+}
+
+// By time: the measured time covers at least the duration, and bytes still equal operations
+// times the payload (no operation left out or counted twice at the edges).
+TEST_F(RunnerTest, ByTimeEveryStartedOperationIsCounted) {
+  StartPs(1);
+  scenario_.benchmark = Benchmark::kBandwidth;
+  scenario_.warmup = absl::ZeroDuration();
+  scenario_.warmup_iterations = -1;
+  scenario_.duration = absl::Milliseconds(200);
+  auto m = Run();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_GT(m->ops, 0u);
+  EXPECT_EQ(m->bytes, m->ops * plan_.Bytes(0));
+  EXPECT_GE(m->seconds, 0.2);
+}
+
+// --validate with a PS that damages payloads: the loop stops with DATA_LOSS, it does not hang.
+TEST_F(RunnerTest, DamagedPayloadStopsTheLoopWithDataLoss) {
+  StartPs(1, /*corrupt_every=*/3);
+  scenario_.benchmark = Benchmark::kLatency;
+  scenario_.warmup_iterations = 0;
+  scenario_.iterations = 20;
+  scenario_.validate = true;
+  auto m = Run();
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << m.status();
+}
+
+}  // namespace
+}  // namespace psbench
