@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/cli.h"
+#include "cli/report/report_csv.h"
 #include "cli/report/report_data.h"
 #include "cli/report/report_render.h"
 #include "fmt/core.h"
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, html, "",
           "also write a static HTML page with the tables and plots (SVG, drawn by matplotlib, in "
           "OUT_files/ beside it)");
 ABSL_FLAG(std::string, markdown, "", "write the Markdown here instead of stdout");
+ABSL_FLAG(std::string, csv, "",
+          "also write every record as one CSV row (flat columns: latency_us.p50, "
+          "cpu.worker.utilization, ...), for spreadsheets");
 ABSL_FLAG(std::string, compare, "",
           "A,B: the two series whose ratio B/A the tables and plots show (default: the first "
           "two series found). A series is a record's \"label\", else TRANSPORT/MODE");
@@ -38,7 +42,7 @@ namespace fs = std::filesystem;
 
 constexpr char kProgram[] = "psbench report";
 constexpr char kUsage[] =
-    "psbench report FILE.jsonl... [--markdown=OUT.md] [--html=OUT.html] [--compare=A,B]\n"
+    "psbench report FILE.jsonl... [--markdown=OUT.md] [--html=OUT.html] [--csv=OUT.csv] [--compare=A,B]\n"
     "Tables (Markdown, on stdout) and a static HTML page with plots from the JSON Lines that\n"
     "psbench run --json and psbench-worker --json write: latency and bandwidth against size,\n"
     "PS throughput against workers and PS count, one line per series (a record's \"label\",\n"
@@ -173,6 +177,17 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (FlagWasSet("html") && html.empty()) Die(kProgram, "--html needs a file name", kExitUsage);
   if (FlagWasSet("markdown") && markdown.empty()) Die(kProgram, "--markdown needs a file name", kExitUsage);
+  const std::string csv = absl::GetFlag(FLAGS_csv);
+  if (FlagWasSet("csv") && csv.empty()) Die(kProgram, "--csv needs a file name", kExitUsage);
+  // An output must not replace what it is made from.
+  for (const auto& [flag, out] : {std::pair<const char*, std::string>{"markdown", markdown}, {"html", html}, {"csv", csv}}) {
+    for (const std::string& in : files) {
+      std::error_code same_ec;
+      if (!out.empty() && fs::exists(out) && fs::equivalent(out, in, same_ec)) {
+        Die(kProgram, absl::StrCat("--", flag, "=", out, " is one of the inputs; it would be overwritten"), kExitUsage);
+      }
+    }
+  }
   auto records = report::ReadRecords(files);
   if (!records.ok()) Die(kProgram, records.status(), kExitUsage);
   auto built = report::BuildReport(*records, options);
@@ -184,6 +199,9 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
     std::fflush(stdout);
   } else if (!WriteText(markdown, md)) {
     Die(kProgram, absl::StrCat("--markdown=", markdown, ": cannot write"), kExitUsage);
+  }
+  if (!csv.empty() && !WriteText(csv, report::RenderCsv(*records))) {
+    Die(kProgram, absl::StrCat("--csv=", csv, ": cannot write"), kExitUsage);
   }
   if (html.empty()) return 0;
 

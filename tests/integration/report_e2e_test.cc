@@ -182,6 +182,23 @@ const std::string kLatencyRecord =
     R"("iterations":200,"latency_us":{"p50":10.0,"p99":20.0,"mean":11.0}})"
     "\n";
 
+// No output may replace an input; --csv writes a row per record.
+TEST_F(ReportInputTest, OutputsNeverReplaceAnInputAndCsvHasARowPerRecord) {
+  std::string in = tmp_.Write("in.jsonl", kLatencyRecord + kLatencyRecord);
+  for (const char* flag : {"--markdown=", "--html=", "--csv="}) {
+    Expect({in, flag + in}, 2, "is one of the inputs; it would be overwritten");
+    EXPECT_EQ(ReadFile(in), kLatencyRecord + kLatencyRecord) << flag;
+  }
+  const std::string csv = tmp_.File("out.csv");
+  RunResult r = RunCommand(ReportArgv({in, "--csv=" + csv}), seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<std::string> rows = Lines(ReadFile(csv));
+  ASSERT_EQ(rows.size(), 3u) << ReadFile(csv);
+  EXPECT_EQ(rows[0].rfind("source,benchmark,", 0), 0u) << rows[0];
+  EXPECT_EQ(rows[1].rfind(in + ":1,latency,", 0), 0u) << rows[1];
+  EXPECT_NE(rows[0].find("latency_us.p50"), std::string::npos) << rows[0];
+}
+
 TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   std::string bad = tmp_.Write("bad.jsonl", kLatencyRecord + "not json\n");
   Expect({bad}, 2, "psbench report: " + bad + ":2: not a JSON object");

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cli/report/report_csv.h"
 #include "cli/report/report_render.h"
 
 namespace psbench::report {
@@ -286,6 +287,19 @@ TEST(ReportRenderTest, HtmlHasEveryPlotAndEscapes) {
   EXPECT_EQ(data["plots"].size(), 2u);
   EXPECT_EQ(data["plots"][0]["xaxis"], "bytes");
   EXPECT_EQ(data["plots"][1]["panels"][0]["reference"], 1.0);
+}
+
+// One row per record, flat columns in the order first seen, cells quoted where they must be.
+TEST(ReportCsvTest, FlatColumnsOneRowPerRecord) {
+  std::vector<Record> records = {
+      {nlohmann::json::parse(R"({"benchmark":"latency","latency_us":{"p50":10.5,"p99":20},"buffers":[1,2,3],)"
+                             R"("label":"a,\"b\"","per_worker":[{"rpc_per_s":5}]})"),
+       "r.jsonl:1"},
+      {nlohmann::json::parse(R"({"benchmark":"bandwidth","mb_per_s":100,"validate":true,"extra":null})"), "r.jsonl:2"}};
+  EXPECT_EQ(RenderCsv(records),
+            "source,benchmark,buffers,label,latency_us.p50,latency_us.p99,per_worker.0.rpc_per_s,extra,mb_per_s,validate\r\n"
+            "r.jsonl:1,latency,1 2 3,\"a,\"\"b\"\"\",10.5,20,5,,,\r\n"
+            "r.jsonl:2,bandwidth,,,,,,,100,true\r\n");
 }
 
 TEST(ReportInputTest, RefusesWhatItCannotTabulate) {
