@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Long fuzzing runs (issue 7): builds the fuzz targets with clang (libFuzzer, ASan, UBSan) in
+# Long fuzzing runs: builds the fuzz targets with clang (libFuzzer, ASan, UBSan) in
 # their own build directory if needed, then runs every target SECONDS (default 300) one after
-# the other on a copy of its seed corpus. Figures: bench/RESULTS.md, "Fuzzing (issue 7)".
+# the other on a copy of its seed corpus. Figures: bench/RESULTS.md, "Fuzzing".
 #   bench/fuzz.sh [SECONDS_PER_TARGET] [OUT_DIR]
 # BUILD_DIR (default /tmp/psbench-fuzz-build) is where the fuzz build goes; JOBS (default 2)
 # its parallelism. PSBENCH_FUZZ_TARGETS and PSBENCH_FUZZ_RUNS pass to run_fuzzers.sh.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarizes bench/mpi/compare.sh: medians over rounds of the raw MPI floor, psbench over
-grpc+mpi and psbench over grpc, with the targets of issue 4 (from 64 KiB up: grpc+mpi latency
+grpc+mpi and psbench over grpc, with its targets (from 64 KiB up: grpc+mpi latency
 within 1.3x of the MPI ping-pong, bandwidth at least 80 % of the MPI stream, both better than
 grpc). Prints a Markdown table; writes summary.json next to the inputs."""
 import json

@@ -1,4 +1,4 @@
-// No lost update (issue 7): W workers push integer gradients through real psbench-ps
+// No lost update: W workers push integer gradients through real psbench-ps
 // processes for K steps, sync and async, in both wire modes; every parameter must come back
 // exact, and each PS's account of what it applied (GetInfo, and its line at exit) must say
 // every worker's every step, once. Also: psbench run --benchmark=updates, a corrupted

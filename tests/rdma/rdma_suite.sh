@@ -22,7 +22,7 @@
 #   fault/hostile      psbench_hostile_client (if in BIN_DIR) at the PS port while a worker
 #                      measures: every attack refused, the worker finishes, the PS survives
 #   updates/sync, updates/async  `psbench run --benchmark=updates`, 3 workers x 2 PS: no lost
-#                      update, every parameter exact (issue 7)
+#                      update, every parameter exact
 # Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
 # any case failed, 2 on usage errors. Every process runs under `timeout`; servers are killed
 # on exit. Outputs stay in OUT_DIR (one .out/.err/.jsonl per case).
@@ -551,7 +551,7 @@ if [ "$T" = grpc+verbs ] && selected verbs/port-down && [ -d /sys/class/infiniba
     fi
 fi
 
-# --- no lost update (issue 7): psbench run --benchmark=updates, 3 workers x 2 PS -------------
+# --- no lost update: psbench run --benchmark=updates, 3 workers x 2 PS -------------
 # Every worker pushes integer gradients through kExchange to both PS for 8 steps (2 x 1 MiB,
 # chunked over the RDMA slots, 2 x 10 KiB, 2 x 10 B), sync and async; every parameter must
 # come back exact against what each PS says it applied (a worker exits 1 naming the first
