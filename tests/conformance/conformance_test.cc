@@ -102,6 +102,18 @@ class ConformanceTest : public ::testing::TestWithParam<Target> {
 
   const std::string& address(size_t i = 0) const { return addresses_[i]; }
 
+  // A PS with `handler`, one worker, one exchange of a small training payload: its status.
+  absl::Status OneExchangeWith(ExchangeHandler* handler) {
+    StartServer({.handler = handler});
+    auto client = Connect();
+    if (client == nullptr) return absl::UnavailableError("no client");
+    Payload request(TrainingSizes(false), 1), reply(TrainingSizes(false), 2);
+    auto req = client->Register(request);
+    auto rep = client->Register(reply);
+    if (!req.ok() || !rep.ok()) return absl::InternalError("register failed");
+    return ExchangeOnce(*client, *req, *rep);
+  }
+
   std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::string> addresses_;
 };
@@ -329,28 +341,14 @@ TEST_P(ConformanceTest, WithoutHandlerExchangesFailAndThePsServesOn) {
 
 TEST_P(ConformanceTest, HandlerErrorIsPrefixedWithThePsAddress) {
   FailingHandler handler(absl::ResourceExhaustedError("optimizer state does not fit"));
-  StartServer({.handler = &handler});
-  auto client = Connect();
-  ASSERT_NE(client, nullptr);
-  Payload request(TrainingSizes(false), 1), reply(TrainingSizes(false), 2);
-  auto req = client->Register(request);
-  auto rep = client->Register(reply);
-  ASSERT_TRUE(req.ok() && rep.ok());
-  absl::Status s = ExchangeOnce(*client, *req, *rep);
+  absl::Status s = OneExchangeWith(&handler);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_EQ(s.message(), "PS " + address() + ": optimizer state does not fit");
 }
 
 TEST_P(ConformanceTest, DroppedAnswerIsAnInternalError) {
   FailingHandler handler(absl::UnknownError("unused"), /*drop=*/true);
-  StartServer({.handler = &handler});
-  auto client = Connect();
-  ASSERT_NE(client, nullptr);
-  Payload request(TrainingSizes(false), 1), reply(TrainingSizes(false), 2);
-  auto req = client->Register(request);
-  auto rep = client->Register(reply);
-  ASSERT_TRUE(req.ok() && rep.ok());
-  absl::Status s = ExchangeOnce(*client, *req, *rep);
+  absl::Status s = OneExchangeWith(&handler);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   EXPECT_NE(s.message().find("dropped the exchange unanswered"), std::string::npos) << s;
 }
