@@ -90,6 +90,8 @@ HELP_CACHE = {}
 def known_flags(bin_dir, binary, sub):
     key = (binary, sub)
     if key not in HELP_CACHE:
+        if not os.access(os.path.join(bin_dir, binary), os.X_OK):
+            return None  # not built here
         argv = [os.path.join(bin_dir, binary)] + ([sub] if sub else []) + ["--help"]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         text = r.stdout + r.stderr
@@ -107,6 +109,8 @@ def flag_name(tok):
 def check_flags(bin_dir, binary, sub, args):
     """The flags of `args` the binary does not know."""
     known = known_flags(bin_dir, binary, sub)
+    if known is None:
+        return [f"(any flag: {binary} is not built in {bin_dir})"]
     unknown = []
     for tok in args:
         if not tok.startswith("--") or "$" in tok:
