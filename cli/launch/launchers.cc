@@ -11,7 +11,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <regex>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -57,14 +56,29 @@ std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
 // srun's report of tasks that ended badly, e.g. "srun: error: node1: task 1: Killed" or
 // "srun: error: node1: task 0-2,5: Exited with exit code 3" -> (task, 128 + signal | code).
 std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
-  static const std::regex kExit(R"(: tasks? ([0-9,\-]+): (Exited with exit code (\d+)|(.+))$)");
-  std::smatch m;
-  if (!absl::StartsWith(line, "srun: error: ") || !std::regex_search(line, m, kExit)) return {};
+  if (!absl::StartsWith(line, "srun: error: ")) return {};
+  // ": task LIST: WHAT" or ": tasks LIST: WHAT", LIST being digits, commas and dashes.
+  size_t list_at = std::string::npos;
+  for (const char* marker : {": task ", ": tasks "}) {
+    if (size_t at = line.find(marker); at != std::string::npos && (list_at == std::string::npos || at < list_at)) {
+      list_at = at + strlen(marker);
+    }
+  }
+  if (list_at == std::string::npos) return {};
+  const size_t list_end = line.find(": ", list_at);
+  if (list_end == std::string::npos || list_end == list_at ||
+      line.find_first_not_of("0123456789,-", list_at) != list_end) {
+    return {};
+  }
+  const std::string list = line.substr(list_at, list_end - list_at);
+  const std::string rest = line.substr(list_end + 2);
+  if (rest.empty()) return {};
+  static constexpr absl::string_view kExited = "Exited with exit code ";
   int status = 1;
-  if (m[3].matched) {
-    (void)absl::SimpleAtoi(m[3].str(), &status);
+  if (absl::StartsWith(rest, kExited)) {
+    if (!absl::SimpleAtoi(absl::string_view(rest).substr(kExited.size()), &status)) return {};
   } else {
-    std::string what = m[4].str();
+    std::string what = rest;
     if (auto core = what.find(" (core dumped)"); core != std::string::npos) what.erase(core);
     bool named = false;
     for (int sig = 1; sig < NSIG && !named; ++sig) {
@@ -76,7 +90,7 @@ std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
     if (!named) return {};  // some other error of srun's, not a task's end
   }
   std::vector<std::pair<int, int>> out;
-  for (absl::string_view range : absl::StrSplit(m[1].str(), ',')) {
+  for (absl::string_view range : absl::StrSplit(list, ',')) {
     std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
     int lo = 0, hi = 0;
     if (ends.empty() || ends.size() > 2 || !absl::SimpleAtoi(ends.front(), &lo) ||
