@@ -12,7 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/strings/str_join.h"
 #include "bench/cli.h"
+#include "bench/figures.h"
 #include "bench/sysinfo.h"
 #include "fmt/core.h"
 #include "payloads/size.h"
@@ -22,32 +24,15 @@ namespace {
 
 using nlohmann::json;
 
-json LatencyJson(const Histogram& h) {
-  auto us = [](double ns) { return ns / 1e3; };
-  return {{"count", h.count()},
-          {"min", us(static_cast<double>(h.min()))},
-          {"p50", us(h.Percentile(0.50))},
-          {"p90", us(h.Percentile(0.90))},
-          {"p99", us(h.Percentile(0.99))},
-          {"p999", us(h.Percentile(0.999))},
-          {"max", us(static_cast<double>(h.max()))},
-          {"mean", us(h.mean())},
-          {"stdev", us(h.stdev())}};
-}
-
 json CpuJson(const CpuTimes& c, double seconds) {
   return {{"user_s", c.user_s},
           {"system_s", c.system_s},
           {"utilization", seconds > 0 ? c.total() / seconds : 0.0}};
 }
 
-std::string Pct(const json& cpu) {
-  return fmt::format("{:.0f}%", 100.0 * cpu.value("utilization", 0.0));
-}
-
 }  // namespace
 
-json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m) {
+Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m) {
   json buffers = json::array();
   json names = json::array();
   bool named = false;
@@ -62,54 +47,53 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
     buffers.push_back(sizes);
     names.push_back(ns);
   }
-  bool one = plan.payloads.size() == 1;
-  json r = {
-      {"benchmark", BenchmarkName(s.benchmark)},
-      {"transport", s.transport},
-      {"mode", WireModeName(s.mode)},  // erased below where the transport has no modes
-      {"tls", s.tls},
-      {"scheme", s.sweep ? "sweep" : SchemeName(s.payload.scheme)},
-      {"buffers", one ? buffers[0] : buffers},
-      {"payload_summary", plan.Summary()},
-      // Exact for one payload; the mean per operation for a trace of several.
-      {"payload_bytes", one ? json(plan.Bytes(0))
-                            : json(m.ops ? static_cast<double>(m.bytes) / m.ops : 0.0)},
-      {"payloads", plan.payloads.size()},
-      {"iterations", m.ops},
-      {"seconds", m.seconds},
-      {"bytes", m.bytes},
-      {"workers", s.num_workers},
-      {"ps", m.ps_info.size()},
-      {"scope", "worker"},
-      {"worker_index", s.worker_index},
-      {"validate", s.validate},
-      {"seed", s.payload.seed},
-  };
-  if (named) r["buffer_names"] = one ? names[0] : names;
-  if (!TransportHonoursMode(s.transport)) r.erase("mode");
-  json lat = LatencyJson(m.latency);
-  double rate = m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0;
-  double mbps = m.seconds > 0 ? static_cast<double>(m.bytes) / m.seconds / 1e6 : 0;
+  const bool one = plan.payloads.size() == 1;
+  Record r;
+  r.benchmark = std::string(BenchmarkName(s.benchmark));
+  r.transport = s.transport;
+  if (TransportHonoursMode(s.transport)) r.mode = std::string(WireModeName(s.mode));
+  r.tls = s.tls;
+  r.scheme = s.sweep ? std::string("sweep") : std::string(SchemeName(s.payload.scheme));
+  r.extra["buffers"] = one ? buffers[0] : buffers;
+  if (named) r.extra["buffer_names"] = one ? names[0] : names;
+  r.payload_summary = plan.Summary();
+  // Exact for one payload; the mean per operation for a trace of several.
+  r.payload_bytes_exact = one;
+  r.payload_bytes = one ? static_cast<double>(plan.Bytes(0))
+                        : (m.ops ? static_cast<double>(m.bytes) / m.ops : 0.0);
+  r.payloads = plan.payloads.size();
+  r.iterations = m.ops;
+  r.seconds = m.seconds;
+  r.bytes = m.bytes;
+  r.workers = s.num_workers;
+  r.ps = static_cast<int64_t>(m.ps_info.size());
+  r.scope = "worker";
+  r.worker_index = s.worker_index;
+  r.validate = s.validate;
+  r.seed = s.payload.seed;
+  const LatencySummary lat = SummarizeLatency(m.latency);
+  const double rate = m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0;
+  const double mbps = m.seconds > 0 ? static_cast<double>(m.bytes) / m.seconds / 1e6 : 0;
   switch (s.benchmark) {
     case Benchmark::kLatency:
-      r["latency_us"] = lat;
+      r.latency_us = lat;
       break;
     case Benchmark::kBandwidth:
-      r["mb_per_s"] = mbps;
-      r["msgs_per_s"] = rate;
-      r["rpc_latency_us"] = lat;
+      r.mb_per_s = mbps;
+      r.msgs_per_s = rate;
+      r.rpc_latency_us = lat;
       break;
     case Benchmark::kThroughput:
-      r["rpc_per_s"] = rate;
-      r["mb_per_s"] = mbps;
-      r["rpc_latency_us"] = lat;
-      r["rpc_per_ps"] = m.ops_per_ps;
+      r.rpc_per_s = rate;
+      r.mb_per_s = mbps;
+      r.rpc_latency_us = lat;
+      r.rpc_per_ps = m.ops_per_ps;
       break;
     case Benchmark::kUpdates:  // not a payload measurement: worker/updates_worker.cc
       break;
   }
-  r["start_unix_s"] = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
-  r["end_unix_s"] = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
+  r.start_unix_s = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
+  r.end_unix_s = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
   // What each PS counted itself during the measurement (all workers): with one worker it
   // must equal this record's own count, an independent check that nothing was lost.
   // sessions_lost: workers that left that PS without a goodbye during the measurement
@@ -126,8 +110,8 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
                           {"bytes", m.ps_bytes[i]},
                           {"sessions_lost", lost}});
   }
-  r["ps_counted"] = ps_counted;
-  r["peers_lost"] = peers_lost;
+  r.extra["ps_counted"] = ps_counted;
+  r.peers_lost = peers_lost;
   json ps_cpu = json::array();
   json ps_place = json::array();
   for (size_t i = 0; i < m.ps_info.size(); ++i) {
@@ -145,62 +129,63 @@ json MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement& m
                         {"transport", info.transport},
                         {"data_plane", info.data_plane}});
   }
-  r["cpu"] = {{"worker", CpuJson(m.worker_cpu, m.seconds)}, {"ps", ps_cpu}};
-  r["placement"] = {{"worker",
-                     {{"host", HostName()},
-                      {"pid", getpid()},
-                      {"cpu_affinity", CurrentAffinity()},
-                      {"last_cpu", LastCpu()}}},
-                    {"ps", ps_place}};
-  r["config"] = ScenarioToJson(s);
-  r["environment"] = Environment();
-  r["timestamp"] = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  r.cpu = {{"worker", CpuJson(m.worker_cpu, m.seconds)}, {"ps", ps_cpu}};
+  r.placement = {{"worker",
+                  {{"host", HostName()},
+                   {"pid", getpid()},
+                   {"cpu_affinity", CurrentAffinity()},
+                   {"last_cpu", LastCpu()}}},
+                 {"ps", ps_place}};
+  r.config = ScenarioToJson(s);
+  r.environment = Environment();
+  r.timestamp = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
   return r;
 }
 
-json AggregateThroughput(const std::vector<json>& workers) {
-  json total = workers.at(0);
+Record AggregateThroughput(const std::vector<Record>& workers) {
+  Record total = workers.at(0);
   double first_start = 1e300, last_end = 0, rate_sum = 0, worst_p99 = 0;
   uint64_t iterations = 0, bytes = 0;
   json per_worker = json::array();
   json worker_cpu = json::array();
   // Operations each PS served, summed over the workers (not worker 0's own counts).
   std::vector<uint64_t> rpc_per_ps;
-  for (const json& w : workers) {
-    if (auto it = w.find("rpc_per_ps"); it != w.end() && it->is_array()) {
-      rpc_per_ps.resize(std::max(rpc_per_ps.size(), it->size()), 0);
-      for (size_t i = 0; i < it->size(); ++i) rpc_per_ps[i] += (*it)[i].get<uint64_t>();
+  for (const Record& w : workers) {
+    if (w.rpc_per_ps) {
+      rpc_per_ps.resize(std::max(rpc_per_ps.size(), w.rpc_per_ps->size()), 0);
+      for (size_t i = 0; i < w.rpc_per_ps->size(); ++i) rpc_per_ps[i] += (*w.rpc_per_ps)[i];
     }
-    iterations += w.value("iterations", uint64_t{0});
-    bytes += w.value("bytes", uint64_t{0});
-    first_start = std::min(first_start, w.value("start_unix_s", 0.0));
-    last_end = std::max(last_end, w.value("end_unix_s", 0.0));
-    rate_sum += w.value("rpc_per_s", 0.0);
-    worst_p99 = std::max(worst_p99, w["rpc_latency_us"].value("p99", 0.0));
-    per_worker.push_back({{"worker_index", w["worker_index"]},
-                          {"rpc_per_s", w["rpc_per_s"]},
-                          {"mb_per_s", w["mb_per_s"]}});
-    worker_cpu.push_back(w["cpu"]["worker"]);
+    iterations += w.iterations.value_or(0);
+    bytes += w.bytes.value_or(0);
+    first_start = std::min(first_start, w.start_unix_s.value_or(0));
+    last_end = std::max(last_end, w.end_unix_s.value_or(0));
+    rate_sum += w.rpc_per_s.value_or(0);
+    if (w.rpc_latency_us) worst_p99 = std::max(worst_p99, w.rpc_latency_us->p99);
+    per_worker.push_back({{"worker_index", w.worker_index.value_or(0)},
+                          {"rpc_per_s", w.rpc_per_s.value_or(0)},
+                          {"mb_per_s", w.mb_per_s.value_or(0)}});
+    worker_cpu.push_back(w.cpu.is_object() && w.cpu.contains("worker") ? w.cpu["worker"] : json());
   }
   // Totals over the union of the workers' windows: a worker that finishes early does not
   // inflate the total with the faster run the others get after it.
-  double span = last_end - first_start;
-  total["scope"] = "total";
-  total.erase("worker_index");
-  total.erase("rpc_latency_us");
-  total["iterations"] = iterations;
-  total["bytes"] = bytes;
-  total["seconds"] = span;
-  total["start_unix_s"] = first_start;
-  total["end_unix_s"] = last_end;
-  total["rpc_per_s"] = span > 0 ? static_cast<double>(iterations) / span : 0.0;
-  total["mb_per_s"] = span > 0 ? static_cast<double>(bytes) / span / 1e6 : 0.0;
-  total["sum_of_worker_rpc_per_s"] = rate_sum;
-  total["rpc_per_ps"] = rpc_per_ps;
-  total["worst_worker_p99_us"] = worst_p99;
-  total["per_worker"] = per_worker;
-  total["cpu"]["workers"] = worker_cpu;
-  total["cpu"].erase("worker");
+  const double span = last_end - first_start;
+  total.scope = "total";
+  total.worker_index.reset();
+  total.rpc_latency_us.reset();
+  total.iterations = iterations;
+  total.bytes = bytes;
+  total.seconds = span;
+  total.start_unix_s = first_start;
+  total.end_unix_s = last_end;
+  total.rpc_per_s = span > 0 ? static_cast<double>(iterations) / span : 0.0;
+  total.mb_per_s = span > 0 ? static_cast<double>(bytes) / span / 1e6 : 0.0;
+  total.sum_of_worker_rpc_per_s = rate_sum;
+  total.rpc_per_ps = rpc_per_ps;
+  total.worst_worker_p99_us = worst_p99;
+  total.extra["per_worker"] = per_worker;
+  if (!total.cpu.is_object()) total.cpu = json::object();
+  total.cpu["workers"] = worker_cpu;
+  total.cpu.erase("worker");
   return total;
 }
 
@@ -211,9 +196,9 @@ void CheckJsonPathOrDie(absl::string_view program, const std::string& path) {
   }
 }
 
-absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& records) {
+absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>& records) {
   if (path == "-") {  // remote launchers gather records from each process's stdout
-    for (const json& r : records) std::fputs((r.dump() + '\n').c_str(), stdout);
+    for (const Record& r : records) std::fputs((RecordToJson(r).dump() + '\n').c_str(), stdout);
     if (std::fflush(stdout) != 0) return absl::InternalError("--json=-: write to stdout failed");
     return absl::OkStatus();
   }
@@ -232,7 +217,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<json>& r
   int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return failed("cannot open for writing", errno);
   std::string text;
-  for (const json& r : records) text += r.dump() + '\n';
+  for (const Record& r : records) text += RecordToJson(r).dump() + '\n';
   // One write per record set; a short write is retried, an error reported with its errno.
   for (size_t at = 0; at < text.size();) {
     ssize_t n = ::write(fd, text.data() + at, text.size() - at);
@@ -270,96 +255,31 @@ absl::StatusOr<std::vector<json>> ReadJsonLines(const std::string& path) {
   return records;
 }
 
-void TablePrinter::Print(const json& r) {
-  const json& cfg = r["config"];
-  std::string bench = r["benchmark"];
-  std::string timing =
-      cfg.value("iterations", 0) > 0
-          ? fmt::format("{} iterations", cfg.value("iterations", 0))
-          : fmt::format("{:g}s", cfg.value("duration_s", 0.0));
-  std::string warm = cfg.value("warmup_iterations", -1) >= 0
-                         ? fmt::format("{} iterations", cfg.value("warmup_iterations", 0))
-                         : fmt::format("{:g}s", cfg.value("warmup_s", 0.0));
-  std::string payload = r["scheme"] == "sweep" ? "one buffer per size"
-                                                : r["payload_summary"].get<std::string>();
+void TablePrinter::Print(const Record& r) {
+  const BenchmarkKind* kind = r.IsPayloadBenchmark() ? FindBenchmarkKind(r.Kind()) : nullptr;
+  if (kind == nullptr) return;
+  const std::string bench = kind->name;
+  std::string payload = r.scheme == "sweep" ? "one buffer per size" : r.payload_summary.value_or("?");
   std::string header = fmt::format(
-      "# psbench {} | transport {}{} | scheme {} | payload {}\n"
-      "# seed {} | warm-up {} | measure {} | validate {} | tls {}",
-      bench, r["transport"].get<std::string>(),
-      r.contains("mode") ? " | mode " + r["mode"].get<std::string>() : std::string(),
-      r["scheme"].get<std::string>(), payload, r["seed"].get<uint64_t>(), warm, timing,
-      r["validate"].get<bool>() ? "on" : "off", r.value("tls", false) ? "on" : "off");
-  if (bench == "bandwidth") header += fmt::format(" | window {}", cfg.value("window", 0));
+      "# psbench {} | transport {}{} | scheme {} | payload {}", bench, r.transport.value_or("?"),
+      r.mode ? " | mode " + *r.mode : std::string(), r.scheme.value_or("?"), payload);
   if (bench == "throughput") {
-    header += fmt::format(" | {} workers x {} PS, {} outstanding per PS", r["workers"].get<int>(),
-                          r["ps"].get<int>(), cfg.value("outstanding", 0));
+    header += fmt::format(" | {} workers x {} PS", r.workers.value_or(1), r.ps.value_or(0));
   }
+  header += fmt::format("\n# {} | seed {} | tls {}\n# {}", absl::StrJoin(MeasurementParts(r), " | "),
+                        r.seed.value_or(0), r.Tls().value_or(false) ? "on" : "off", kind->row_note);
   // Where the processes were allowed to run (the JSON also has the CPU each last ran on).
-  std::string ps_cpus;
-  for (const json& p : r["placement"]["ps"]) {
-    ps_cpus += (ps_cpus.empty() ? "" : ",") + p.value("cpu_affinity", std::string("?"));
-  }
-  header += fmt::format("\n# placement: worker CPUs {} | PS CPUs {} | busy-poll {}",
-                        r["placement"]["worker"].value("cpu_affinity", std::string("?")),
-                        ps_cpus.empty() ? "?" : ps_cpus,
-                        cfg.value("busy_poll", false) ? "on" : "off");
+  std::vector<std::string> ps_cpus = r.PsCpuAffinity();
+  header += fmt::format("\n# placement: worker CPUs {} | PS CPUs {}", r.WorkerCpuAffinity(),
+                        ps_cpus.empty() ? "?" : absl::StrJoin(ps_cpus, ","));
+  StreamingTable table(out_, kind->row_columns);
   if (header != last_header_) {
     if (!last_header_.empty()) fmt::print(out_, "\n");
     fmt::print(out_, "{}\n", header);
-    if (bench == "latency") {
-      fmt::print(out_, "{:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  [usec RTT] {:>6} {:>6}\n",
-                 "#bytes", "#iters", "min", "p50", "p90", "p99", "p99.9", "max", "mean", "stdev",
-                 "wCPU", "psCPU");
-    } else if (bench == "bandwidth") {
-      fmt::print(out_, "{:>12} {:>9} {:>12} {:>12} {:>12}  {:>6} {:>6}\n", "#bytes", "#iters",
-                 "MB/s", "msgs/s", "p50 usec", "wCPU", "psCPU");
-    } else {
-      fmt::print(out_, "{:>8} {:>12} {:>9} {:>12} {:>12} {:>12}  {:>6} {:>6}\n", "worker", "#bytes",
-                 "#iters", "RPC/s", "MB/s", "p99 usec", "wCPU", "psCPU");
-    }
+    table.PrintHeader();
     last_header_ = header;
   }
-  std::string bytes = r["payload_bytes"].is_number_integer()
-                          ? std::to_string(r["payload_bytes"].get<uint64_t>())
-                          : fmt::format("~{:.0f}", r["payload_bytes"].get<double>());
-  uint64_t iters = r["iterations"];
-  auto ps_cpu = [&r] {
-    const json& ps = r["cpu"]["ps"];
-    return ps.empty() ? std::string("-") : Pct(ps[0]);
-  };
-  // A tail percentile from fewer samples than it needs is just the maximum: show "-".
-  auto tail = [iters](const json& l, const char* key, uint64_t needs) {
-    return iters >= needs ? fmt::format("{:.2f}", l[key].get<double>()) : std::string("-");
-  };
-  auto all_ps_cpu = [&r] {
-    const json& ps = r["cpu"]["ps"];
-    double sum = 0;
-    for (const json& p : ps) sum += p.value("utilization", 0.0);
-    return ps.empty() ? std::string("-") : fmt::format("{:.0f}%", 100.0 * sum / ps.size());
-  };
-  if (bench == "latency") {
-    const json& l = r["latency_us"];
-    fmt::print(out_,
-               "{:>12} {:>9} {:>9.2f} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>9.2f} {:>9.2f} {:>9.2f}            {:>6} {:>6}\n",
-               bytes, iters, l["min"].get<double>(), l["p50"].get<double>(),
-               l["p90"].get<double>(), tail(l, "p99", 100), tail(l, "p999", 1000),
-               l["max"].get<double>(), l["mean"].get<double>(), l["stdev"].get<double>(),
-               Pct(r["cpu"]["worker"]), ps_cpu());
-  } else if (bench == "bandwidth") {
-    fmt::print(out_, "{:>12} {:>9} {:>12.2f} {:>12.1f} {:>12.2f}  {:>6} {:>6}\n", bytes, iters,
-               r["mb_per_s"].get<double>(), r["msgs_per_s"].get<double>(),
-               r["rpc_latency_us"]["p50"].get<double>(), Pct(r["cpu"]["worker"]), ps_cpu());
-  } else if (r["scope"] == "total") {
-    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12.2f}  {:>6} {:>6}\n", "total",
-               bytes, iters, r["rpc_per_s"].get<double>(), r["mb_per_s"].get<double>(),
-               r.value("worst_worker_p99_us", 0.0), "", all_ps_cpu());
-  } else {
-    fmt::print(out_, "{:>8} {:>12} {:>9} {:>12.1f} {:>12.2f} {:>12}  {:>6} {:>6}\n",
-               r["worker_index"].get<int>(), bytes, iters, r["rpc_per_s"].get<double>(),
-               r["mb_per_s"].get<double>(), tail(r["rpc_latency_us"], "p99", 100),
-               Pct(r["cpu"]["worker"]), "");
-  }
-  std::fflush(out_);
+  table.PrintRow(kind->row(r));
 }
 
 }  // namespace psbench

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "bench/record.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
 #include "nlohmann/json.hpp"
@@ -17,31 +18,31 @@
 namespace psbench {
 
 // The record of one measured plan, from the worker's point of view (scope "worker").
-nlohmann::json MakeRecord(const Scenario& scenario, const PayloadPlan& plan,
-                          const Measurement& m);
+Record MakeRecord(const Scenario& scenario, const PayloadPlan& plan, const Measurement& m);
 
 // Sums per-worker throughput records of one plan into a record with scope "total":
-// rpc_per_s and mb_per_s add up; latency histograms are not mergeable from JSON, so the
+// rpc_per_s and mb_per_s add up; latency histograms are not mergeable from records, so the
 // total carries the worst worker p99 instead.
-nlohmann::json AggregateThroughput(const std::vector<nlohmann::json>& workers);
+Record AggregateThroughput(const std::vector<Record>& workers);
 
 // Appends records as JSON Lines to `path`, or to stdout for "-". A regular file is synced
 // before it returns. Errors name the path, the errno and how many records were not saved:
 // INVALID_ARGUMENT for a path that names no writable file (no such directory, a directory,
 // permission), UNAVAILABLE for a disk that cannot take it (read-only, full, I/O error).
-absl::Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
+absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>& records);
 // Before measuring: that `path` ("" = none) can take records (AppendJsonLines(path, {})),
 // else "<program>: <why>" and exit 2 for a bad path (bad input), 1 for a read-only, full or
 // failing disk (a runtime failure).
 void CheckJsonPathOrDie(absl::string_view program, const std::string& path);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
-// Prints records as tables: a header block whenever what is measured changes, then one row
-// per record.
+// Prints payload benchmark records as tables (bench/figures.h has each benchmark's row): a
+// header block whenever what is measured changes, then one row per record. Other records
+// are not printed here.
 class TablePrinter {
  public:
   explicit TablePrinter(std::FILE* out = stdout) : out_(out) {}
-  void Print(const nlohmann::json& record);
+  void Print(const Record& record);
 
  private:
   std::FILE* out_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/record.h"
 #include "bench/scenario.h"
 #include "nlohmann/json.hpp"
 
@@ -30,8 +31,7 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 
 // Runs one scenario with fresh processes (the run's number, for its files and run id): its
 // records, stamped.
-using RunOne = std::function<absl::StatusOr<std::vector<nlohmann::json>>(const Scenario&, size_t plans,
-                                                                        int number)>;
+using RunOne = std::function<absl::StatusOr<std::vector<Record>>(const Scenario&, size_t plans, int number)>;
 
 // Runs every scenario under every entry, entry by entry, then prints the comparison and
 // appends its records (and every run's) to `json_path`. Stops at the first failed run:

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/record.h"
 #include "cli/launch/job.h"
-#include "nlohmann/json.hpp"
 
 namespace psbench {
 
@@ -28,7 +28,7 @@ void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& 
 // Runs the floors for each row's payload size and prints them beside the tour's figures
 // (psbench run only: `local` false prints where to find them instead). Returns the floors'
 // records ("kind": "floor") for --json.
-std::vector<nlohmann::json> PrintReadingAid(const LaunchOptions& o, bool local,
+std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local,
                                             const std::vector<TourRow>& rows);
 
 }  // namespace psbench

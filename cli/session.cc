@@ -22,17 +22,18 @@ using nlohmann::json;
 constexpr char kProgram[] = "psbench";
 
 // The tour's summary: per scheme, its payload and the headline figure of each benchmark.
-void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const json& last) {
+void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& last) {
   std::string scheme(SchemeName(s.payload.scheme));
   if (rows.empty() || rows.back().scheme != scheme) {
     const double none = std::numeric_limits<double>::quiet_NaN();
-    rows.push_back({scheme, last.value("payload_summary", ""), last.value("payload_bytes", uint64_t{0}),
-                    none, none, none});
+    rows.push_back({scheme, last.payload_summary.value_or(""),
+                    static_cast<uint64_t>(last.payload_bytes.value_or(0)), none, none, none});
   }
   TourRow& row = rows.back();
-  if (s.benchmark == Benchmark::kLatency) row.latency_p50_us = last["latency_us"]["p50"].get<double>();
-  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = last["mb_per_s"].get<double>();
-  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = last["rpc_per_s"].get<double>();
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  if (s.benchmark == Benchmark::kLatency && last.latency_us) row.latency_p50_us = last.latency_us->p50;
+  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = last.mb_per_s.value_or(none);
+  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = last.rpc_per_s.value_or(none);
 }
 
 // What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
@@ -82,11 +83,11 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
     RunStatus::Get().SetRun(static_cast<int>(r) + 1, static_cast<int>(runs.size()));
-    std::vector<json> survivors;
+    std::vector<Record> survivors;
     auto results = session.Run(s, plans, static_cast<int>(r), &survivors);
     if (!results.ok() && !survivors.empty()) {
       // A lost worker fails the run; the others' records are still measurements.
-      for (const json& rec : survivors) table.Print(rec);
+      for (const Record& rec : survivors) table.Print(rec);
       if (!json_path.empty()) {
         if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
           fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
@@ -99,7 +100,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
                  SchemeName(s.payload.scheme), std::string(results.status().message()));
       return Interrupted() ? 130 : kExitRuntime;
     }
-    for (const json& rec : *results) table.Print(rec);
+    for (const Record& rec : *results) table.Print(rec);
     if (!json_path.empty()) {
       if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
         fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
@@ -111,7 +112,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
   if (tour) {
     PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines);
     std::fflush(stdout);
-    std::vector<json> floors = PrintReadingAid(session.options, session.name == "run", headlines);
+    std::vector<Record> floors = PrintReadingAid(session.options, session.name == "run", headlines);
     if (!json_path.empty() && !floors.empty()) {
       if (absl::Status st = AppendJsonLines(json_path, floors); !st.ok()) {
         fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
@@ -129,8 +130,8 @@ Launcher* Session::LauncherFor(const std::string& transport) const {
   return TransportLaunchesAsJob(transport) ? job_launcher.get() : launcher.get();
 }
 
-absl::StatusOr<std::vector<json>> Session::Run(const Scenario& s, size_t plans, int number,
-                                               std::vector<json>* survivors) {
+absl::StatusOr<std::vector<Record>> Session::Run(const Scenario& s, size_t plans, int number,
+                                                 std::vector<Record>* survivors) {
   Launcher* l = LauncherFor(s.transport);
   if (l == nullptr) return absl::FailedPreconditionError(absl::StrCat("psbench ", name, " cannot start ", s.transport));
   const bool aggregate = s.benchmark == Benchmark::kThroughput && !options.training;

@@ -30,8 +30,8 @@ struct Session {
   // The launcher a transport needs (null: none of this command's can start it).
   Launcher* LauncherFor(const std::string& transport) const;
   // One run of `s` with fresh processes: its records, stamped (see RunJob).
-  absl::StatusOr<std::vector<nlohmann::json>> Run(const Scenario& s, size_t plans, int number,
-                                                  std::vector<nlohmann::json>* survivors = nullptr);
+  absl::StatusOr<std::vector<Record>> Run(const Scenario& s, size_t plans, int number,
+                                          std::vector<Record>* survivors = nullptr);
 };
 
 // Checks that every transport of this session can be started by one of its launchers, with

@@ -64,8 +64,10 @@ int RunTrainCommand(int argc, char** argv) {
   }
   fmt::print("{}", trainer::FormatTiming(*result));
   (*result)["environment"] = Environment();
+  auto record = RecordFromJson(*result);
+  if (!record.ok()) Die(kProgram, absl::StrCat("train_timing record: ", record.status().message()), kExitRuntime);
   if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {*result}); !s.ok()) Die(kProgram, s, kExitRuntime);
+    if (absl::Status s = AppendJsonLines(json_path, {*record}); !s.ok()) Die(kProgram, s, kExitRuntime);
   }
   return 0;
 #endif

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
 #include "bench/scenario_flags.h"
+#include "bench/table.h"
 #include "cli/launch/launch.h"
 #include "cli/session.h"
 #include "fmt/core.h"
@@ -64,30 +65,31 @@ int RunTraining(Session& session, Scenario s) {
     return Interrupted() ? 130 : kExitRuntime;
   }
   double total = 0;
-  fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "#worker", "images/s", "step ms",
-             "compute ms", "comm ms", "loss");
-  for (const json& rec : *results) {
-    total += rec["images_per_s"].get<double>();
-    fmt::print("{:>8} {:>12.2f} {:>12.1f} {:>12.1f} {:>12.1f} {:>10.3f}\n",
-               rec["worker_index"].get<int>(), rec["images_per_s"].get<double>(),
-               1e3 * rec["step"]["mean_s"].get<double>(), 1e3 * rec["compute"]["mean_s"].get<double>(),
-               1e3 * rec["communication"]["mean_s"].get<double>(), rec["loss_last"].get<double>());
+  StreamingTable table(stdout, {{"#worker", 8}, {"images/s", 12}, {"step ms", 12}, {"compute ms", 12},
+                                {"comm ms", 12}, {"loss", 10}});
+  table.PrintHeader();
+  auto ms = [](const std::optional<StepStats>& st) { return st ? fmt::format("{:.1f}", 1e3 * st->mean_s) : "-"; };
+  for (const Record& rec : *results) {
+    total += rec.images_per_s.value_or(0);
+    table.PrintRow({std::to_string(rec.worker_index.value_or(0)), fmt::format("{:.2f}", rec.images_per_s.value_or(0)),
+                    ms(rec.step), ms(rec.compute), ms(rec.communication),
+                    fmt::format("{:.3f}", rec.loss_last.value_or(0))});
   }
-  json summary = {{"kind", "train_total"},
-                  {"model", settings->model},
-                  {"batch", settings->batch},
-                  {"transport", s.transport},
-                  {"mode", WireModeName(s.mode)},
-                  {"tls", s.tls},
-                  {"sync", settings->sync},
-                  {"num_ps", o.num_ps},
-                  {"num_workers", o.num_workers},
-                  {"images_per_s", total},
-                  {"command", command}};
-  if (!o.label.empty()) summary["label"] = o.label;
-  if (!TransportHonoursMode(s.transport)) summary.erase("mode");
-  summary["cluster"] = results->front()["cluster"];
-  fmt::print("{:>8} {:>12.2f}\n", "total", total);
+  Record summary;
+  summary.kind = "train_total";
+  summary.model = settings->model;
+  summary.batch = settings->batch;
+  summary.transport = s.transport;
+  if (TransportHonoursMode(s.transport)) summary.mode = std::string(WireModeName(s.mode));
+  summary.tls = s.tls;
+  summary.sync = settings->sync;
+  summary.num_ps = o.num_ps;
+  summary.num_workers = o.num_workers;
+  summary.images_per_s = total;
+  summary.command = command;
+  if (!o.label.empty()) summary.label = o.label;
+  summary.cluster = results->front().cluster;
+  table.PrintRow({"total", fmt::format("{:.2f}", total)});
   results->push_back(summary);
   return SaveRecords(kProgram, session.json_path, *results);
 }
@@ -122,17 +124,14 @@ int RunUpdates(Session& session, Scenario s) {
     fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
     return Interrupted() ? 130 : kExitRuntime;
   }
-  fmt::print("{:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>8}  {}\n", "#worker", "steps", "seconds",
-             "steps/s", "MB/s", "elements", "result", "updates each PS had applied when read");
-  for (const json& rec : *results) {
-    std::string applied;
-    for (const json& p : rec["placement"]) {
-      absl::StrAppend(&applied, applied.empty() ? "" : " ", p["applied"]["updates"].get<uint64_t>());
-    }
-    fmt::print("{:>8} {:>8} {:>10.3f} {:>10.1f} {:>10.1f} {:>12} {:>8}  {}\n",
-               rec["worker_index"].get<int>(), rec["steps"].get<int>(), rec["seconds"].get<double>(),
-               rec["steps_per_s"].get<double>(), rec["mb_per_s"].get<double>(),
-               rec["elements_checked"].get<uint64_t>(), rec["result"].get<std::string>(), applied);
+  StreamingTable table(stdout, {{"#worker", 8}, {"steps", 8}, {"seconds", 10}, {"steps/s", 10}, {"MB/s", 10},
+                                {"elements", 12}, {"result", 8}, {"updates each PS had applied when read", 0}});
+  table.PrintHeader();
+  for (const Record& rec : *results) {
+    table.PrintRow({std::to_string(rec.worker_index.value_or(0)), std::to_string(rec.steps.value_or(0)),
+                    fmt::format("{:.3f}", rec.seconds.value_or(0)), fmt::format("{:.1f}", rec.steps_per_s.value_or(0)),
+                    fmt::format("{:.1f}", rec.mb_per_s.value_or(0)), std::to_string(rec.elements_checked.value_or(0)),
+                    rec.result.value_or("?"), absl::StrJoin(rec.AppliedUpdates(), " ")});
   }
   return SaveRecords(kProgram, session.json_path, *results);
 }

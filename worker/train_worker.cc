@@ -102,32 +102,36 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
 
   const double total_s = std::accumulate(step_s.begin(), step_s.end(), 0.0);
-  nlohmann::json record;
-  record["kind"] = "train";
-  record["model"] = model->name;
-  record["parameters"] = model->parameter_count();
-  record["batch"] = settings.batch;
-  record["engine"] = settings.engine;
-  record["engine_description"] = net.description();
-  record["transport"] = scenario.transport;
-  if (TransportHonoursMode(scenario.transport)) record["mode"] = WireModeName(scenario.mode);
-  record["tls"] = scenario.tls;
-  record["validate"] = scenario.validate;
-  record["sync"] = settings.sync;
-  record["learning_rate"] = settings.learning_rate;
-  record["momentum"] = settings.momentum;
-  record["seed"] = scenario.payload.seed;
-  record["num_ps"] = num_ps;
-  record["num_workers"] = scenario.num_workers;
-  record["worker_index"] = scenario.worker_index;
-  record["run_id"] = scenario.run_id;
-  record["warmup_steps"] = settings.warmup_steps;
-  record["steps"] = settings.steps;
-  record["placement"] = ps.PlacementJson();
-  record["images_per_s"] = settings.batch * step_s.size() / total_s;
-  record["step"] = trainer::SecondsStats(step_s);
-  record["compute"] = trainer::SecondsStats(compute_s);
-  record["communication"] = trainer::SecondsStats(comm_s);
+  Record record;
+  record.kind = "train";
+  record.model = model->name;
+  record.extra["parameters"] = model->parameter_count();
+  record.batch = settings.batch;
+  record.engine = settings.engine;
+  record.extra["engine_description"] = net.description();
+  record.transport = scenario.transport;
+  if (TransportHonoursMode(scenario.transport)) record.mode = std::string(WireModeName(scenario.mode));
+  record.tls = scenario.tls;
+  record.validate = scenario.validate;
+  record.sync = settings.sync;
+  record.extra["learning_rate"] = settings.learning_rate;
+  record.extra["momentum"] = settings.momentum;
+  record.seed = scenario.payload.seed;
+  record.num_ps = num_ps;
+  record.num_workers = scenario.num_workers;
+  record.worker_index = scenario.worker_index;
+  record.run_id = scenario.run_id;
+  record.extra["warmup_steps"] = settings.warmup_steps;
+  record.steps = settings.steps;
+  record.placement = ps.PlacementJson();
+  record.images_per_s = settings.batch * step_s.size() / total_s;
+  auto stats = [](const std::vector<double>& seconds) {
+    const trainer::SecondsSummary s = trainer::Summarize(seconds);
+    return StepStats{.mean_s = s.mean_s, .median_s = s.median_s, .min_s = s.min_s, .max_s = s.max_s};
+  };
+  record.step = stats(step_s);
+  record.compute = stats(compute_s);
+  record.communication = stats(comm_s);
   // A fingerprint of the final parameters (canonical layout, in double): runs that should
   // train alike (W workers of batch B, one of batch W x B) can be compared.
   double sum = 0, sum_squares = 0;
@@ -137,19 +141,18 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
       sum_squares += double{v} * v;
     }
   }
-  record["final_params"] = {{"sum", sum}, {"sum_squares", sum_squares}};
-  record["loss_first"] = losses.front();
-  record["loss_last"] = losses.back();
-  record["environment"] = Environment();
-  record["command"] = command;
+  record.extra["final_params"] = {{"sum", sum}, {"sum_squares", sum_squares}};
+  record.loss_first = losses.front();
+  record.loss_last = losses.back();
+  record.environment = Environment();
+  record.command = command;
   if (!quiet) {
     fmt::print("{} worker {}/{} batch {} over {} ({}, {} PS): {:.2f} images/s; per step {:.1f} ms "
                "= compute {:.1f} + communication {:.1f} (means); loss {:.3f} -> {:.3f}\n",
                model->name, scenario.worker_index, scenario.num_workers, settings.batch,
-               scenario.transport, settings.sync ? "sync" : "async", num_ps,
-               record["images_per_s"].get<double>(), 1e3 * record["step"]["mean_s"].get<double>(),
-               1e3 * record["compute"]["mean_s"].get<double>(),
-               1e3 * record["communication"]["mean_s"].get<double>(), losses.front(), losses.back());
+               scenario.transport, settings.sync ? "sync" : "async", num_ps, *record.images_per_s,
+               1e3 * record.step->mean_s, 1e3 * record.compute->mean_s, 1e3 * record.communication->mean_s,
+               losses.front(), losses.back());
   }
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);

@@ -238,44 +238,42 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   }
 
   const bool exact = problems.empty();
-  nlohmann::json record = {
-      {"kind", "updates"},
-      {"benchmark", "updates"},
-      {"transport", scenario.transport},
-      {"mode", WireModeName(scenario.mode)},
-      {"tls", scenario.tls},
-      {"validate", scenario.validate},
-      {"sync", settings.sync},
-      {"steps", settings.steps},
-      {"seed", seed},
-      {"scheme", SchemeName(scenario.payload.scheme)},
-      {"buffers", plan.Sizes(0)},
-      {"tensor_bytes", tensor_bytes},
-      {"payload_summary", plan.Summary()},
-      {"payload_bytes", plan.Bytes(0)},
-      {"ps", num_ps},
-      {"workers", scenario.num_workers},
-      {"worker_index", scenario.worker_index},
-      {"scope", "worker"},
-      {"run_id", scenario.run_id},
-      {"learning_rate", 1.0},
-      {"momentum", 0.0},
-      {"seconds", seconds},
-      {"steps_per_s", seconds > 0 ? settings.steps / seconds : 0.0},
-      {"mb_per_s", seconds > 0 ? static_cast<double>(pushed_bytes) / seconds / 1e6 : 0.0},
-      {"elements_checked", checked},
-      {"mismatches", mismatches},
-      {"reads", reads},
-      {"result", exact ? "exact" : "mismatch"},
-      {"problems", problems},
-      {"placement", ps_json},
-      {"config", ScenarioToJson(scenario)},
-      {"environment", Environment()},
-      {"command", command},
-      {"timestamp", absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone())},
-  };
-  if (!first_mismatch.is_null()) record["first_mismatch"] = first_mismatch;
-  if (!TransportHonoursMode(scenario.transport)) record.erase("mode");
+  Record record;
+  record.kind = "updates";
+  record.benchmark = "updates";
+  record.transport = scenario.transport;
+  if (TransportHonoursMode(scenario.transport)) record.mode = std::string(WireModeName(scenario.mode));
+  record.tls = scenario.tls;
+  record.validate = scenario.validate;
+  record.sync = settings.sync;
+  record.steps = settings.steps;
+  record.seed = seed;
+  record.scheme = std::string(SchemeName(scenario.payload.scheme));
+  record.extra["buffers"] = plan.Sizes(0);
+  record.extra["tensor_bytes"] = tensor_bytes;
+  record.payload_summary = plan.Summary();
+  record.payload_bytes = static_cast<double>(plan.Bytes(0));
+  record.ps = static_cast<int64_t>(num_ps);
+  record.workers = scenario.num_workers;
+  record.worker_index = scenario.worker_index;
+  record.scope = "worker";
+  record.run_id = scenario.run_id;
+  record.extra["learning_rate"] = 1.0;
+  record.extra["momentum"] = 0.0;
+  record.seconds = seconds;
+  record.steps_per_s = seconds > 0 ? settings.steps / seconds : 0.0;
+  record.mb_per_s = seconds > 0 ? static_cast<double>(pushed_bytes) / seconds / 1e6 : 0.0;
+  record.elements_checked = checked;
+  record.mismatches = mismatches;
+  record.extra["reads"] = reads;
+  record.result = exact ? "exact" : "mismatch";
+  record.extra["problems"] = problems;
+  record.placement = ps_json;
+  record.config = ScenarioToJson(scenario);
+  record.environment = Environment();
+  record.command = command;
+  record.timestamp = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  if (!first_mismatch.is_null()) record.extra["first_mismatch"] = first_mismatch;
   if (!quiet) {
     std::string applied_text;
     for (size_t p = 0; p < num_ps; ++p) {
@@ -286,7 +284,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                "{} elements {} (updates applied: {})\n",
                scenario.worker_index, scenario.num_workers,
                TransportWithMode(scenario.transport, scenario.mode), settings.sync ? "sync" : "async", num_ps,
-               settings.steps, seconds, record["steps_per_s"].get<double>(), checked,
+               settings.steps, seconds, *record.steps_per_s, checked,
                exact ? "exact" : "NOT exact", applied_text);
     std::fflush(out);
   }

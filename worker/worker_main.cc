@@ -281,9 +281,9 @@ int Main(int argc, char** argv) {
       Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
     }
     auto hold = progress.Hold();  // no status line while this plan's results print
-    nlohmann::json record = MakeRecord(*scenario, plan, *m);
-    record["command"] = command;
-    if (uint64_t lost = record.value("peers_lost", uint64_t{0}); lost > 0) {
+    Record record = MakeRecord(*scenario, plan, *m);
+    record.command = command;
+    if (uint64_t lost = record.peers_lost.value_or(0); lost > 0) {
       // This worker's figures are its own and complete; the run it is part of lost workers.
       std::fprintf(stderr,
                    "%s: warning: %llu other worker%s left the PS during the measurement "

@@ -119,7 +119,7 @@ class Gatherer {
 
   // After Run: the first worker that failed while its PS kept serving the others.
   const absl::Status& lost() const { return lost_; }
-  std::vector<std::vector<json>>& records() { return records_; }
+  std::vector<std::vector<Record>>& records() { return records_; }
 
  private:
   std::string PsName(size_t i) {
@@ -200,13 +200,15 @@ class Gatherer {
         }
         return;
       }
-      json record = json::parse(pending_[w]);
+      auto record = RecordFromJson(json::parse(pending_[w]));
       pending_[w].clear();
-      if (!record.is_object() || !(record.contains("benchmark") || record.contains("kind"))) {
-        failure_ = absl::DataLossError(absl::StrCat("worker ", w, " printed a JSON line that is not a psbench record"));
+      if (!record.ok() || !(record->benchmark || record->kind)) {
+        failure_ = absl::DataLossError(absl::StrCat(
+            "worker ", w, " printed a JSON line that is not a psbench record",
+            record.ok() ? std::string() : absl::StrCat(" (", record.status().message(), ")")));
         return;
       }
-      records_[w].push_back(std::move(record));
+      records_[w].push_back(*std::move(record));
       return;
     }
     fmt::print(stderr, "worker {}: {}\n", w, line.text);
@@ -221,7 +223,7 @@ class Gatherer {
   absl::Time deadline_;
   const Scenario& scenario_;
   const bool keep_survivors_;
-  std::vector<std::vector<json>> records_;
+  std::vector<std::vector<Record>> records_;
   std::vector<std::string> pending_;
   absl::Status failure_, lost_;
 };
@@ -242,12 +244,12 @@ std::string DescribeFailure(ProcessGroup& g, int status, const std::string& who)
 
 // Every record says how it was obtained: the psbench command, the worker's own, where the
 // processes ran and the run's label.
-void Stamp(std::vector<json>& records, const LaunchOptions& o, const json& placement) {
-  for (json& r : records) {
-    if (r.contains("command")) r["worker_command"] = r["command"];
-    r["command"] = o.command;
-    r["cluster"] = placement;
-    if (!o.label.empty()) r["label"] = o.label;
+void Stamp(std::vector<Record>& records, const LaunchOptions& o, const json& placement) {
+  for (Record& r : records) {
+    if (!r.command.is_null()) r.worker_command = r.command;
+    r.command = o.command;
+    r.cluster = placement;
+    if (!o.label.empty()) r.label = o.label;
   }
 }
 
@@ -287,9 +289,9 @@ std::vector<std::string> WorkerCommandLine(const LaunchOptions& o, const Scenari
   return argv;
 }
 
-absl::StatusOr<std::vector<json>> RunJob(Launcher& launcher, const LaunchOptions& o, Scenario s,
-                                         size_t plans, int run_number, bool aggregate,
-                                         std::vector<json>* survivors) {
+absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptions& o, Scenario s,
+                                           size_t plans, int run_number, bool aggregate,
+                                           std::vector<Record>* survivors) {
   const Plan plan = MakePlan(launcher, o, s);
   s.num_workers = plan.num_workers;
   s.run_id = absl::StrCat("run-", getpid(), "-", run_number);
@@ -375,7 +377,7 @@ absl::StatusOr<std::vector<json>> RunJob(Launcher& launcher, const LaunchOptions
   for (int w = 0; w < plan.num_workers; ++w) names.push_back(workers->MemberName(first_worker + w));
   if (!gather.lost().ok()) {
     // The workers that finished wrote valid records of their own; keep them.
-    std::vector<std::vector<json>> kept;
+    std::vector<std::vector<Record>> kept;
     std::vector<std::string> kept_names;
     for (int w = 0; w < plan.num_workers; ++w) {
       if (workers->MemberStatus(first_worker + w) == 0) {

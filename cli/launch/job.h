@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "bench/scenario.h"
 #include "cli/launch/launchers.h"
+#include "bench/record.h"
 #include "nlohmann/json.hpp"
 
 namespace psbench {
@@ -48,10 +49,10 @@ absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans
 // the launcher starts members as processes of their own (local, ssh), the others go on to
 // the end of their measurement, and their records, which say a peer was lost, go to
 // *survivors (when given).
-absl::StatusOr<std::vector<nlohmann::json>> RunJob(Launcher& launcher, const LaunchOptions& o,
+absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptions& o,
                                                    Scenario s, size_t plans, int run_number,
                                                    bool aggregate,
-                                                   std::vector<nlohmann::json>* survivors = nullptr);
+                                           std::vector<Record>* survivors = nullptr);
 
 // The command line of every PS of a run of `s` (one builder for every launcher).
 std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s);

@@ -33,8 +33,8 @@ absl::Duration RunBudget(const Scenario& s, size_t plans) {
   return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
 }
 
-absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
-    std::vector<std::vector<nlohmann::json>> per_worker, size_t plans, bool aggregate,
+absl::StatusOr<std::vector<Record>> MergeWorkerRecords(
+    std::vector<std::vector<Record>> per_worker, size_t plans, bool aggregate,
     const std::vector<std::string>& names) {
   for (size_t w = 0; w < per_worker.size(); ++w) {
     if (per_worker[w].size() != plans) {
@@ -42,9 +42,9 @@ absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
                                               " results for ", plans, " payloads"));
     }
   }
-  std::vector<nlohmann::json> results;
+  std::vector<Record> results;
   for (size_t p = 0; p < plans; ++p) {
-    std::vector<nlohmann::json> group;
+    std::vector<Record> group;
     for (auto& w : per_worker) group.push_back(std::move(w[p]));
     results.insert(results.end(), group.begin(), group.end());
     if (aggregate) results.push_back(AggregateThroughput(group));
@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
 }
 
 int SaveRecords(const char* program, const std::string& json_path,
-                const std::vector<nlohmann::json>& records) {
+                const std::vector<Record>& records) {
   if (json_path.empty()) return 0;
   if (absl::Status st = AppendJsonLines(json_path, records); !st.ok()) {
     fmt::print(stderr, "{}: {}\n", program, std::string(st.message()));

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/scenario.h"
+#include "bench/record.h"
 #include "nlohmann/json.hpp"
 
 namespace psbench {
@@ -26,15 +27,15 @@ absl::Duration RunBudget(const Scenario& s, size_t plans);
 // Per-worker records (per_worker[w][p]: worker w's result for plan p) in the run's order:
 // each plan's worker records, then, with `aggregate` (throughput), their total. `names[w]`
 // says where worker w's records came from, for the error when it has not one per plan.
-absl::StatusOr<std::vector<nlohmann::json>> MergeWorkerRecords(
-    std::vector<std::vector<nlohmann::json>> per_worker, size_t plans, bool aggregate,
+absl::StatusOr<std::vector<Record>> MergeWorkerRecords(
+    std::vector<std::vector<Record>> per_worker, size_t plans, bool aggregate,
     const std::vector<std::string>& names);
 
 // The end of a run that has its records: appends them to `json_path` (none when empty) and
 // says where. Returns the exit status: 0, or kExitRuntime after one line on stderr naming
 // `program` when the file could not take them.
 int SaveRecords(const char* program, const std::string& json_path,
-                const std::vector<nlohmann::json>& records);
+                const std::vector<Record>& records);
 
 }  // namespace psbench
 

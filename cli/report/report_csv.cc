@@ -51,13 +51,13 @@ std::string Quoted(const std::string& cell) {
 
 }  // namespace
 
-std::string RenderCsv(const std::vector<Record>& records) {
+std::string RenderCsv(const std::vector<Input>& records) {
   std::vector<std::string> columns = {"source"};
   std::map<std::string, size_t> index = {{"source", 0}};
   std::vector<std::map<size_t, std::string>> rows;
-  for (const Record& r : records) {
+  for (const Input& r : records) {
     std::vector<std::pair<std::string, std::string>> cells;
-    Flatten(r.json, "", cells);
+    Flatten(RecordToJson(r.record), "", cells);
     std::map<size_t, std::string> row = {{0, r.where}};
     for (auto& [column, value] : cells) {
       auto [it, added] = index.emplace(column, columns.size());

@@ -14,7 +14,7 @@ namespace psbench::report {
 // ("per_worker.0.rpc_per_s"), arrays of numbers or strings joined by spaces. The columns are
 // the union of every record's fields in the order first seen, after "source" (FILE:LINE);
 // a field a record lacks is an empty cell. Quoted as RFC 4180 says.
-std::string RenderCsv(const std::vector<Record>& records);
+std::string RenderCsv(const std::vector<Input>& records);
 
 }  // namespace psbench::report
 

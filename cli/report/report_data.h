@@ -11,28 +11,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/record.h"
+#include "bench/table.h"
 #include "nlohmann/json.hpp"
 
 namespace psbench::report {
 
 // One record and where it came from ("results.jsonl:12"), for messages.
-struct Record {
-  nlohmann::json json;
+struct Input {
+  Record record;
   std::string where;
 };
 
 // Reads every file in order. Errors (all bad input): a file that cannot be read, a file with
-// no record, a line that is not a JSON object ("FILE:LINE: ...").
-absl::StatusOr<std::vector<Record>> ReadRecords(const std::vector<std::string>& paths);
-
-// What a reader sees in a table: already formatted cells.
-struct Table {
-  std::string id;     // "latency", "bandwidth", ... (HTML anchors, tests)
-  std::string title;  // "Latency (scheme sweep)"
-  std::vector<std::string> notes;  // what the numbers are and how they were measured
-  std::vector<std::string> columns;
-  std::vector<std::vector<std::string>> rows;
-};
+// no record, a line that is not a JSON object or not a record ("FILE:LINE: ...": a field of
+// the wrong type, docs/records.md).
+absl::StatusOr<std::vector<Input>> ReadRecords(const std::vector<std::string>& paths);
 
 // One line of a plot. `series` picks the colour (the same in every plot), `style` the dash
 // ("solid" for p50 and headline figures, "dashed" for p99).
@@ -78,13 +72,9 @@ struct ReportOptions {
   std::optional<std::pair<std::string, std::string>> compare;
 };
 
-// The series a record belongs to: its "label" when it has one (cluster launchers stamp one,
-// e.g. "ipoib"), else "TRANSPORT/MODE".
-std::string SeriesKey(const nlohmann::json& record);
-
 // Builds the report. Errors (bad input): no record of a kind psbench report knows, a record
 // of a known kind without the fields it needs, --compare naming a series that is not there.
-absl::StatusOr<Report> BuildReport(const std::vector<Record>& records, const ReportOptions& options);
+absl::StatusOr<Report> BuildReport(const std::vector<Input>& records, const ReportOptions& options);
 
 // The data the plotting script draws, as JSON: {"series": [...], "plots": [...]}.
 nlohmann::json PlotData(const Report& report);

@@ -9,17 +9,8 @@
 #include "fmt/core.h"
 
 namespace psbench::report::internal {
-namespace {
 
-std::string OnOff(const json& v) {
-  if (v.is_boolean()) return v.get<bool>() ? "on" : "off";
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump();
-}
-
-}  // namespace
-
-void BuildHeader(const std::vector<Record>& records, const std::vector<const Record*>& measured,
+void BuildHeader(const std::vector<Input>& records, const std::vector<const Record*>& measured,
                  const std::map<std::string, int>& kinds, const ReportOptions& options,
                  Report& report) {
   auto& h = report.header;
@@ -29,11 +20,11 @@ void BuildHeader(const std::vector<Record>& records, const std::vector<const Rec
                                      " records (", absl::StrJoin(kind_text, ", "), ")")});
   std::vector<std::string> series_text;
   std::map<std::string, std::string> described;
-  for (const Record& rec : records) {
-    std::string key = SeriesKey(rec.json);
-    std::string transport = Str(rec.json, "transport"), mode = Str(rec.json, "mode");
-    if (transport.empty() || described.contains(key)) continue;
-    const std::string full = mode.empty() ? transport : transport + "/" + mode;  // no mode: no wire modes
+  for (const Input& in : records) {
+    const Record& r = in.record;
+    std::string key = r.Series();
+    if (!r.transport || r.transport->empty() || described.contains(key)) continue;
+    const std::string full = r.mode ? *r.transport + "/" + *r.mode : *r.transport;  // no mode: no wire modes
     described[key] = key == full ? key : fmt::format("{} = {}", key, full);
     series_text.push_back(described[key]);
   }
@@ -50,54 +41,42 @@ void BuildHeader(const std::vector<Record>& records, const std::vector<const Rec
   std::map<std::string, std::set<std::string>> roles;
   std::map<std::string, std::string> host_text;
   std::vector<std::string> host_order;
-  for (const Record& rec : records) {
-    const json& r = rec.json;
-    const json& env = Obj(r, "environment");
-    std::string host = Str(env, "host");
+  for (const Input& in : records) {
+    const Record& r = in.record;
+    std::string host = r.EnvironmentText("host");
     if (!host.empty()) {
       if (!host_text.contains(host)) {
         host_order.push_back(host);
-        host_text[host] = fmt::format("{}, {}, {:.0f} CPUs", Str(env, "kernel"), Str(env, "cpu_model"),
-                                      Num(env, "online_cpus").value_or(0));
+        host_text[host] = fmt::format("{}, {}, {:.0f} CPUs", r.EnvironmentText("kernel"),
+                                      r.EnvironmentText("cpu_model"), r.EnvironmentNumber("online_cpus").value_or(0));
       }
       roles[host].insert("worker");
     }
-    if (auto ps = Obj(r, "placement").find("ps"); ps != Obj(r, "placement").end() && ps->is_array()) {
-      for (const json& p : *ps) {
-        std::string ph = p.is_object() ? Str(p, "host") : "";
-        if (ph.empty()) continue;
-        if (!roles.contains(ph) && !host_text.contains(ph)) host_order.push_back(ph);
-        roles[ph].insert("PS");
-      }
+    for (const std::string& ph : r.PsHosts()) {
+      if (ph.empty()) continue;
+      if (!roles.contains(ph) && !host_text.contains(ph)) host_order.push_back(ph);
+      roles[ph].insert("PS");
     }
-    const json& v = Obj(env, "versions");
-    if (!v.empty()) {
-      AddUnique(versions, fmt::format("psbench {}, gRPC {}, protobuf {}, {}", Str(v, "psbench"),
-                                      Str(v, "grpc"), Str(v, "protobuf"), Str(v, "compiler")));
-    }
-    if (auto seed = Num(r, "seed")) AddUnique(seeds, fmt::format("{:.0f}", *seed));
-    AddUnique(times, Str(r, "timestamp"));
+    AddUnique(versions, r.VersionsText());
+    if (r.seed) AddUnique(seeds, std::to_string(*r.seed));
+    AddUnique(times, r.timestamp.value_or(""));
   }
   for (const Record* rec : measured) {
-    const json& r = rec->json;
-    const json* t = r.contains("tls") ? &r["tls"] : Obj(r, "config").contains("tls") ? &r["config"]["tls"] : nullptr;
-    if (t) {
-      if (!tls_series.contains(OnOff(*t))) tls_order.push_back(OnOff(*t));
-      AddUnique(tls_series[OnOff(*t)], SeriesKey(r));
+    const Record& r = *rec;
+    if (auto tls = r.Tls()) {
+      const std::string t = *tls ? "on" : "off";
+      if (!tls_series.contains(t)) tls_order.push_back(t);
+      AddUnique(tls_series[t], r.Series());
     }
-    AddUnique(measurement, absl::StrCat(Str(r, "benchmark"), ": ", MeasurementText(r)));
-    const json& place = Obj(r, "placement");
+    AddUnique(measurement, absl::StrCat(r.Kind(), ": ", MeasurementText(r)));
     std::vector<std::string> ps_list;  // one entry per distinct affinity
-    if (auto ps = place.find("ps"); ps != place.end() && ps->is_array()) {
-      for (const json& p : *ps) {
-        if (p.is_object()) AddUnique(ps_list, Str(p, "cpu_affinity"));
-      }
+    for (const std::string& a : r.PsCpuAffinity()) {
+      if (a != "?") AddUnique(ps_list, a);
     }
     std::string ps_cpus = absl::StrJoin(ps_list, " / ");
-    std::string worker_cpus = Str(Obj(place, "worker"), "cpu_affinity");
-    if (!worker_cpus.empty() || !ps_cpus.empty()) {
-      AddUnique(placement, fmt::format("worker CPUs {}, PS CPUs {}", worker_cpus.empty() ? "?" : worker_cpus,
-                                       ps_cpus.empty() ? "?" : ps_cpus));
+    std::string worker_cpus = r.WorkerCpuAffinity();
+    if (worker_cpus != "?" || !ps_cpus.empty()) {
+      AddUnique(placement, fmt::format("worker CPUs {}, PS CPUs {}", worker_cpus, ps_cpus.empty() ? "?" : ps_cpus));
     }
   }
   for (const std::string& host : host_order) {

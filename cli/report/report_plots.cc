@@ -34,9 +34,9 @@ Plot& PlotMaker::Add(const std::string& name, std::string title, std::string xla
 namespace {
 
 // Rows of one scheme (latency, bandwidth), or of one scheme and payload (throughput).
-std::vector<std::pair<const RowKey*, const std::map<std::string, Cell>*>> Select(
+std::vector<std::pair<const RowKey*, const ComparisonCells*>> Select(
     const Rows& rows, const std::function<bool(const RowKey&)>& keep) {
-  std::vector<std::pair<const RowKey*, const std::map<std::string, Cell>*>> out;
+  std::vector<std::pair<const RowKey*, const ComparisonCells*>> out;
   for (const auto& [key, cells] : rows) {
     if (keep(key)) out.push_back({&key, &cells});
   }
@@ -67,11 +67,11 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
     panel.ylabel = latency ? "Round-trip latency (µs)" : "Bandwidth (MB/s)";
     panel.ylog = true;
     for (const std::string& s : series) {
-      for (const Metric& m : latency ? std::vector<Metric>{{"p50", "p50", 2}, {"p99", "p99", 2, true}}
-                                     : std::vector<Metric>{{"mb_per_s", "MB/s", 2}}) {
-        PlotLine line{latency ? absl::StrCat(s, " ", m.column) : s, s, m.tail ? "dashed" : "solid", {}, {}, {}};
+      for (const Figure* m : latency ? std::vector<const Figure*>{&FigureOf(bench, "p50_us"), &FigureOf(bench, "p99_us")}
+                                     : std::vector<const Figure*>{&FigureOf(bench, "mb_per_s")}) {
+        PlotLine line{latency ? absl::StrCat(s, " ", m->name) : s, s, m->tail ? "dashed" : "solid", {}, {}, {}};
         for (const auto& [key, cells] : sel) {
-          if (auto v = CellValue(Find(*cells, s), m)) {
+          if (auto v = CellValue(*cells, s, *m)) {
             line.x.push_back(key->bytes);
             line.y.push_back(*v);
           }
@@ -91,12 +91,12 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
     rp.ylabel = latency ? fmt::format("Latency ratio {} / {}", ab->second, ab->first)
                         : fmt::format("Bandwidth ratio {} / {}", ab->second, ab->first);
     rp.reference = 1.0;
-    for (const Metric& m : RatioMetrics(bench)) {
-      PlotLine line{latency ? absl::StrCat(ab->second, " / ", ab->first, " ", m.column)
+    for (const Figure* m : RatioFigures(bench)) {
+      PlotLine line{latency ? absl::StrCat(ab->second, " / ", ab->first, " ", m->name)
                             : absl::StrCat(ab->second, " / ", ab->first),
-                    ab->second, m.tail ? "dashed" : "solid", {}, {}, {}};
+                    ab->second, m->tail ? "dashed" : "solid", {}, {}, {}};
       for (const auto& [key, cells] : sel) {
-        if (auto r = Ratio(*cells, *ab, m)) {
+        if (auto r = CellRatio(*cells, *ab, *m)) {
           line.x.push_back(key->bytes);
           line.y.push_back(*r);
         }
@@ -116,7 +116,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
   for (const auto& [key, cells] : rows) {
     std::pair<std::string, double> p{key.scheme, key.bytes};
     if (std::find(payloads.begin(), payloads.end(), p) == payloads.end()) payloads.push_back(p);
-    bytes_text[p] = BytesText(*cells.begin()->second.points[0]);
+    bytes_text[p] = PayloadBytesText(*cells.begin()->second.records[0]);
   }
   for (const auto& payload : payloads) {
     auto sel = Select(rows, [&](const RowKey& k) { return k.scheme == payload.first && k.bytes == payload.second; });
@@ -148,7 +148,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
                              by_workers ? "Workers" : "Parameter servers", Plot::XAxis::kCount);
       plot.caption = fmt::format("Total over all workers; one line per series and {}.",
                                  by_workers ? "PS count" : "worker count");
-      for (const Metric& m : TableMetrics("throughput")) {
+      for (const Figure& m : FindBenchmarkKind("throughput")->figures) {
         PlotPanel panel;
         panel.ylabel = m.key == std::string("rpc_per_s") ? "Total throughput (RPC/s)" : "Total throughput (MB/s)";
         for (const std::string& s : series) {
@@ -156,7 +156,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
             PlotLine line{fmt::format("{}, {}", s, line_name(n)), s, "solid", {}, {}, line_name(n)};
             for (const auto& [key, cells] : sel) {
               if (line_of(*key) != n) continue;
-              if (auto v = CellValue(Find(*cells, s), m)) {
+              if (auto v = CellValue(*cells, s, m)) {
                 line.x.push_back(x_of(*key));
                 line.y.push_back(*v);
               }
@@ -188,7 +188,7 @@ void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
         std::vector<std::pair<double, double>> xy;
         for (const auto& [key, cells] : sel) {
           if (line_of(*key) != n) continue;
-          if (auto r = Ratio(*cells, *ab, RatioMetrics("throughput")[0])) xy.push_back({double(x_of(*key)), *r});
+          if (auto r = CellRatio(*cells, *ab, *RatioFigures("throughput")[0])) xy.push_back({double(x_of(*key)), *r});
         }
         std::sort(xy.begin(), xy.end());
         for (auto [x, y] : xy) {

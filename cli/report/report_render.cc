@@ -1,7 +1,5 @@
 #include "cli/report/report_render.h"
 
-#include <cctype>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "fmt/core.h"
@@ -9,16 +7,8 @@
 namespace psbench::report {
 namespace {
 
-// A '|' inside a cell would end it.
-std::string MdCell(const std::string& text) { return absl::StrReplaceAll(text, {{"|", "\\|"}}); }
-
 std::string Html(const std::string& text) {
   return absl::StrReplaceAll(text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
-}
-
-// Numbers, ratios and "-" align right, like the columns of the text tables.
-bool Numeric(const std::string& cell) {
-  return !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-' || cell[0] == '~');
 }
 
 constexpr char kStyle[] = R"css(
@@ -59,23 +49,7 @@ window.addEventListener('load', function () {
 std::string RenderMarkdown(const Report& report) {
   std::string out = "# psbench report\n\n";
   for (const auto& [key, text] : report.header) out += fmt::format("- **{}:** {}\n", key, text);
-  for (const Table& t : report.tables) {
-    out += fmt::format("\n## {}\n\n", t.title);
-    for (const auto& n : t.notes) out += n + "\n";
-    out += "\n|";
-    for (const auto& c : t.columns) out += " " + MdCell(c) + " |";
-    out += "\n|";
-    for (size_t i = 0; i < t.columns.size(); ++i) {
-      bool right = i > 0 && !t.rows.empty() && Numeric(t.rows[0][i]);
-      out += right ? "---:|" : "---|";
-    }
-    out += "\n";
-    for (const auto& row : t.rows) {
-      out += "|";
-      for (const auto& c : row) out += " " + MdCell(c) + " |";
-      out += "\n";
-    }
-  }
+  for (const Table& t : report.tables) out += psbench::RenderMarkdown(t);
   if (!report.notes.empty()) {
     out += "\n## Notes\n\n";
     for (const auto& n : report.notes) out += "- " + n + "\n";
@@ -93,21 +67,7 @@ std::string RenderHtml(const Report& report, const std::string& plot_dir) {
     out += fmt::format("<dt>{}</dt><dd>{}</dd>\n", Html(key), Html(text));
   }
   out += "</dl>\n";
-  for (const Table& t : report.tables) {
-    out += fmt::format("<h2 id=\"{}\">{}</h2>\n", Html(t.id), Html(t.title));
-    for (const auto& n : t.notes) out += fmt::format("<p class=\"note\">{}</p>\n", Html(n));
-    out += "<div class=\"scroll\"><table>\n<tr>";
-    for (const auto& c : t.columns) out += fmt::format("<th>{}</th>", Html(c));
-    out += "</tr>\n";
-    for (const auto& row : t.rows) {
-      out += "<tr>";
-      for (size_t i = 0; i < row.size(); ++i) {
-        out += fmt::format("<td{}>{}</td>", i > 0 && Numeric(row[i]) ? " class=\"num\"" : "", Html(row[i]));
-      }
-      out += "</tr>\n";
-    }
-    out += "</table></div>\n";
-  }
+  for (const Table& t : report.tables) out += psbench::RenderHtml(t);
   if (!report.plots.empty()) {
     out += "<h2 id=\"plots\">Plots</h2>\n<div class=\"plots\">\n";
     for (const Plot& p : report.plots) {

@@ -20,20 +20,19 @@ std::optional<Table> TrainTable(const std::vector<const Record*>& train) {
   std::vector<std::string> order;
   std::map<std::string, Run> runs;
   for (const Record* rec : train) {
-    const json& r = rec->json;
-    std::string key = absl::StrCat(SeriesKey(r), "\n", Str(r, "run_id"), "\n", Str(r, "model"), "\n",
-                                   Num(r, "batch").value_or(0));
+    const Record& r = *rec;
+    std::string key = absl::StrCat(r.Series(), "\n", r.RunId(), "\n", r.model.value_or(""), "\n", r.batch.value_or(0));
     if (!runs.contains(key)) order.push_back(key);
     Run& run = runs[key];
-    run.series = SeriesKey(r);
-    run.model = Str(r, "model");
-    run.sync = r.contains("sync") && r["sync"].is_boolean() ? (r["sync"].get<bool>() ? "sync" : "async") : "?";
-    run.batch = Num(r, "batch").value_or(0);
-    run.workers = Num(r, "num_workers").value_or(1);
-    run.ps = Num(r, "num_ps").value_or(1);
-    run.images += Num(r, "images_per_s").value_or(0);
-    for (auto [name, list] : {std::pair{"step", &run.step}, {"compute", &run.compute}, {"communication", &run.comm}}) {
-      if (auto v = Num(Obj(r, name), "mean_s")) list->push_back(*v * 1e3);
+    run.series = r.Series();
+    run.model = r.model.value_or("");
+    run.sync = r.sync ? (*r.sync ? "sync" : "async") : "?";
+    run.batch = static_cast<double>(r.batch.value_or(0));
+    run.workers = static_cast<double>(r.num_workers.value_or(1));
+    run.ps = static_cast<double>(r.num_ps.value_or(1));
+    run.images += r.images_per_s.value_or(0);
+    for (auto [stats, list] : {std::pair{&r.step, &run.step}, {&r.compute, &run.compute}, {&r.communication, &run.comm}}) {
+      if (*stats) list->push_back((*stats)->mean_s * 1e3);
     }
     ++run.found;
   }
@@ -66,15 +65,13 @@ std::optional<Table> TimingTable(const std::vector<const Record*>& timing) {
   t.notes.push_back("images/s of forward and of forward+backward; share of the CPU's peak FP32 FLOP/s.");
   t.columns = {"host", "model", "engine", "batch", "threads", "forward images/s", "fwd+bwd images/s", "fwd+bwd % of peak"};
   for (const Record* rec : timing) {
-    const json& r = rec->json;
-    const json& fb = Obj(r, "forward_backward");
-    auto fwd = Num(Obj(r, "forward"), "images_per_s");
-    auto train = Num(fb, "images_per_s");
-    auto peak = Num(fb, "fraction_of_peak");
-    t.rows.push_back({Str(Obj(r, "environment"), "host"), Str(r, "model"), Str(r, "engine"),
-                      fmt::format("{:.0f}", Num(r, "batch").value_or(0)),
-                      fmt::format("{:.0f}", Num(r, "threads").value_or(0)), fwd ? Fixed(*fwd, 2) : "-",
-                      train ? Fixed(*train, 2) : "-", peak ? Fixed(100 * *peak, 1) : "-"});
+    const Record& r = *rec;
+    auto fwd = r.forward ? r.forward->images_per_s : std::nullopt;
+    auto train = r.forward_backward ? r.forward_backward->images_per_s : std::nullopt;
+    auto peak = r.forward_backward ? r.forward_backward->fraction_of_peak : std::nullopt;
+    t.rows.push_back({r.EnvironmentText("host"), r.model.value_or(""), r.engine.value_or(""),
+                      std::to_string(r.batch.value_or(0)), std::to_string(r.threads.value_or(0)),
+                      fwd ? Fixed(*fwd, 2) : "-", train ? Fixed(*train, 2) : "-", peak ? Fixed(100 * *peak, 1) : "-"});
   }
   return t;
 }

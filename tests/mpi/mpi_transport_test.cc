@@ -123,7 +123,7 @@ TEST_F(MpiTest, ComparedWithGrpc) {
                                     "--json=" + tmp.File("r.jsonl")}),
                            seconds(90));
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_NE(r.out.find("grpc+mpi vs grpc"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("grpc+mpi / grpc"), std::string::npos) << r.Describe();
   int comparisons = 0;
   for (const Json& rec : ReadJsonLines(tmp.File("r.jsonl"))) {
     if (rec.value("kind", "") == "comparison") ++comparisons;

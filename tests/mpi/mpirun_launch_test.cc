@@ -69,7 +69,7 @@ TEST_F(MpirunLaunchTest, TransportsComparesGrpcWithGrpcMpi) {
        "--warmup-iterations=1", "--iterations=20", "--connect-timeout=20s", "--json=" + out},
       seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_NE(r.out.find("grpc+mpi vs grpc"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("grpc+mpi / grpc"), std::string::npos) << r.Describe();
   auto records = ReadJsonLines(out);
   ASSERT_EQ(records.size(), 3u) << r.Describe();
   EXPECT_EQ(records[0]["transport"], "grpc");

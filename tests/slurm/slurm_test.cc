@@ -283,7 +283,7 @@ TEST_F(SlurmTest, TransportsComparesGrpcWithGrpcMpi) {
   RunResult r = RunCommand(SallocPsbenchN(3, Concat(kThroughput, {"--transports=grpc,grpc+mpi", "--json=" + json})),
                            seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
-  EXPECT_TRUE(Contains(r.out, "grpc+mpi vs grpc")) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "grpc+mpi / grpc")) << r.Describe();
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 7u) << "3 per transport, then the comparison\n" << r.Describe();
   EXPECT_EQ(records[0]["transport"], "grpc");

@@ -156,7 +156,7 @@ TEST_F(SshLaunchTest, TransportsComparesTwoModes) {
                                                  "--connect-timeout=20s", "--json=" + json}),
                            seconds(90));
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_TRUE(Contains(r.out, "grpc/non-serialized vs grpc/serialized")) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "grpc/non-serialized / grpc/serialized")) << r.Describe();
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 3u) << "one run per entry, then the comparison\n" << r.Describe();
   EXPECT_EQ(records[0].value("mode", ""), "serialized");

@@ -114,7 +114,7 @@ TEST_F(SshNetnsTest, TransportsComparesTwoModesAcrossHosts) {
                             "--json=" + json}),
       seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_NE(r.out.find("grpc/non-serialized vs grpc/serialized"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("grpc/non-serialized / grpc/serialized"), std::string::npos) << r.Describe();
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 3u + 3u + 3u) << "3 sizes per entry, then 3 comparison rows\n" << r.Describe();
   std::set<std::string> run_ids;

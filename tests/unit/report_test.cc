@@ -44,7 +44,8 @@ json Base(const std::string& bench, const std::string& transport, const std::str
 
 json Latency(const std::string& mode, double bytes, double p50, double p99, double mean, int iterations = 200) {
   json r = Base("latency", "grpc", mode, bytes);
-  r["latency_us"] = {{"p50", p50}, {"p99", p99}, {"mean", mean}};
+  r["latency_us"] = {{"min", p50 / 2}, {"p50", p50}, {"p90", p99}, {"p99", p99}, {"p999", p99},
+                     {"max", p99}, {"mean", mean}, {"stdev", 0.0}};
   r["iterations"] = iterations;
   return r;
 }
@@ -67,11 +68,17 @@ json Throughput(const std::string& mode, const std::string& scope, int workers, 
   return r;
 }
 
-std::vector<Record> Records(const std::vector<json>& list) {
-  std::vector<Record> out;
-  for (size_t i = 0; i < list.size(); ++i) out.push_back({list[i], "t.jsonl:" + std::to_string(i + 1)});
+std::vector<Input> Records(const std::vector<json>& list) {
+  std::vector<Input> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto r = RecordFromJson(list[i]);
+    EXPECT_TRUE(r.ok()) << r.status() << " in " << list[i].dump();
+    out.push_back({r.ok() ? *r : psbench::Record{}, "t.jsonl:" + std::to_string(i + 1)});
+  }
   return out;
 }
+
+std::string SeriesKey(const json& j) { return RecordFromJson(j)->Series(); }
 
 Report Build(const std::vector<json>& list, ReportOptions options = {}) {
   options.inputs = {"t.jsonl"};
@@ -85,6 +92,13 @@ const Table* FindTable(const Report& r, const std::string& id) {
     if (t.id == id) return &t;
   }
   return nullptr;
+}
+
+// Every column's full name: its series (or ratio) and its figure.
+std::vector<std::string> Columns(const Table& t) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < t.columns.size(); ++i) out.push_back(t.FullColumn(i));
+  return out;
 }
 
 std::string HeaderValue(const Report& r, const std::string& key) {
@@ -111,7 +125,7 @@ TEST(ReportLatencyTest, ColumnGroupPerSeriesAndRatioOfTheFirstTwo) {
   EXPECT_EQ(r.compare->first, "grpc/non-serialized");
   const Table* t = FindTable(r, "latency");
   ASSERT_NE(t, nullptr);
-  EXPECT_THAT(t->columns,
+  EXPECT_THAT(Columns(*t),
               ElementsAre("scheme", "bytes", "grpc/non-serialized p50 µs", "grpc/non-serialized p99 µs",
                           "grpc/non-serialized mean µs", "grpc/serialized p50 µs", "grpc/serialized p99 µs",
                           "grpc/serialized mean µs", "grpc/serialized / grpc/non-serialized p50",
@@ -144,7 +158,7 @@ TEST(ReportLatencyTest, CompareChoosesAndOrdersTheRatio) {
   Report r = Build({Latency("non-serialized", 1, 10, 20, 11), Latency("serialized", 1, 15, 30, 16)}, o);
   const Table* t = FindTable(r, "latency");
   ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->columns.back(), "grpc/non-serialized / grpc/serialized p99");
+  EXPECT_EQ(Columns(*t).back(), "grpc/non-serialized / grpc/serialized p99");
   EXPECT_EQ(t->rows[0][8], "0.67x");  // 10 / 15
 }
 
@@ -224,10 +238,12 @@ TEST(ReportThroughputTest, WorkerRecordsWithoutATotalAreSummedOverTheirWindow) {
   EXPECT_THAT(r.notes, ::testing::Contains(HasSubstr("summed here from worker records")));
 }
 
+json Steps(double mean_s) { return {{"mean_s", mean_s}, {"median_s", mean_s}, {"min_s", mean_s}, {"max_s", mean_s}}; }
+
 TEST(ReportKindsTest, TrainingTabulatedComparisonAndUnknownKindsNoted) {
   json t0 = {{"kind", "train"}, {"model", "tiny"}, {"batch", 8}, {"transport", "grpc"}, {"mode", "serialized"},
              {"sync", true}, {"num_ps", 2}, {"num_workers", 2}, {"run_id", "x"}, {"images_per_s", 100.0},
-             {"step", {{"mean_s", 0.010}}}, {"compute", {{"mean_s", 0.006}}}, {"communication", {{"mean_s", 0.004}}}};
+             {"step", Steps(0.010)}, {"compute", Steps(0.006)}, {"communication", Steps(0.004)}};
   json t1 = t0;
   t1["images_per_s"] = 50.5;
   t1["step"]["mean_s"] = 0.020;
@@ -291,15 +307,16 @@ TEST(ReportRenderTest, HtmlHasEveryPlotAndEscapes) {
 
 // One row per record, flat columns in the order first seen, cells quoted where they must be.
 TEST(ReportCsvTest, FlatColumnsOneRowPerRecord) {
-  std::vector<Record> records = {
-      {nlohmann::json::parse(R"({"benchmark":"latency","latency_us":{"p50":10.5,"p99":20},"buffers":[1,2,3],)"
-                             R"("label":"a,\"b\"","per_worker":[{"rpc_per_s":5}]})"),
+  std::vector<Input> records = {
+      {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"latency","cpu":{"ps":10.5,"worker":20},"buffers":[1,2,3],)"
+                                             R"("label":"a,\"b\"","per_worker":[{"rpc_per_s":5}]})")),
        "r.jsonl:1"},
-      {nlohmann::json::parse(R"({"benchmark":"bandwidth","mb_per_s":100,"validate":true,"extra":null})"), "r.jsonl:2"}};
+      {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"bandwidth","mb_per_s":100,"validate":true,"extra":null})")),
+       "r.jsonl:2"}};
   EXPECT_EQ(RenderCsv(records),
-            "source,benchmark,buffers,label,latency_us.p50,latency_us.p99,per_worker.0.rpc_per_s,extra,mb_per_s,validate\r\n"
-            "r.jsonl:1,latency,1 2 3,\"a,\"\"b\"\"\",10.5,20,5,,,\r\n"
-            "r.jsonl:2,bandwidth,,,,,,,100,true\r\n");
+            "source,benchmark,buffers,cpu.ps,cpu.worker,label,per_worker.0.rpc_per_s,extra,mb_per_s,validate\r\n"
+            "r.jsonl:1,latency,1 2 3,10.5,20,\"a,\"\"b\"\"\",5,,,\r\n"
+            "r.jsonl:2,bandwidth,,,,,,,100.0,true\r\n");
 }
 
 TEST(ReportInputTest, RefusesWhatItCannotTabulate) {
@@ -312,9 +329,12 @@ TEST(ReportInputTest, RefusesWhatItCannotTabulate) {
   EXPECT_EQ(fails({{{"kind", "weird"}}, {{"kind", "comparison"}}}),
             "t.jsonl: no record psbench report can tabulate (found 1 comparison, 1 weird; it reads latency, "
             "bandwidth, throughput, train and train_timing records)");
+  json no_figure = Latency("serialized", 1, 1, 1, 1);
+  no_figure.erase("latency_us");
+  EXPECT_EQ(fails({Latency("serialized", 1, 1, 1, 1), no_figure}), "t.jsonl:2: a latency record without latency_us");
   json no_p50 = Latency("serialized", 1, 1, 1, 1);
   no_p50["latency_us"].erase("p50");
-  EXPECT_EQ(fails({Latency("serialized", 1, 1, 1, 1), no_p50}), "t.jsonl:2: a latency record without latency_us.p50");
+  EXPECT_EQ(RecordFromJson(no_p50).status().message(), "field 'latency_us.p50' is missing");
   ReportOptions o;
   o.compare = std::pair{std::string("rdma"), std::string("grpc/serialized")};
   EXPECT_EQ(fails({Latency("serialized", 1, 1, 1, 1)}, o),
@@ -342,6 +362,10 @@ TEST(ReportInputTest, ReadsJsonLinesAndNamesTheBadLine) {
               HasSubstr(bad + ":2: not a JSON object"));
   std::string array = write("array.jsonl", "[1,2]\n");
   EXPECT_THAT(std::string(ReadRecords({array}).status().message()), HasSubstr(array + ":1: not a JSON object"));
+  std::string typed = write("typed.jsonl", "{\"a\":1}\n{\"benchmark\":\"latency\",\"iterations\":\"many\"}\n");
+  EXPECT_EQ(ReadRecords({typed}).status().message(),
+            typed + ":2: not a psbench record: field 'iterations' is not a count (an integer, 0 or more) (docs/records.md)");
+  std::remove(typed.c_str());
   std::string empty = write("empty.jsonl", "\n");
   EXPECT_EQ(ReadRecords({empty}).status().message(), empty + ": empty, no records");
   EXPECT_THAT(std::string(ReadRecords({dir + "/missing.jsonl"}).status().message()),

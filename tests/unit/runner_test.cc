@@ -56,7 +56,7 @@ class RunnerTest : public ::testing::Test {
       bytes.push_back(plan_.Bytes(i));
     }
     auto m = RunBenchmark(scenario_, *client_, ids, bytes, 0);
-    if (m.ok() && record != nullptr) *record = MakeRecord(scenario_, plan_, *m);
+    if (m.ok() && record != nullptr) *record = RecordToJson(MakeRecord(scenario_, plan_, *m));
     return m;
   }
 
@@ -129,7 +129,7 @@ TEST_F(RunnerTest, ThroughputCountsPerPsAndAggregates) {
   EXPECT_EQ(m->ops_per_ps[1], 30u);
   EXPECT_EQ(m->ops, 60u);
   EXPECT_EQ(m->ps_rpcs[0] + m->ps_rpcs[1], 60u);
-  nlohmann::json total = AggregateThroughput({r});
+  nlohmann::json total = RecordToJson(AggregateThroughput({*RecordFromJson(r)}));
   EXPECT_EQ(total["scope"], "total");
   EXPECT_EQ(total["iterations"], r["iterations"]);
   // Over the workers' wall-clock window (start_unix_s to end_unix_s), which differs from the

@@ -33,12 +33,15 @@ float* AllocateFloats(size_t bytes) {
 
 }  // namespace
 
-nlohmann::json SecondsStats(std::vector<double> seconds) {
+SecondsSummary Summarize(std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
-  return {{"mean_s", std::accumulate(seconds.begin(), seconds.end(), 0.0) / seconds.size()},
-          {"median_s", seconds[seconds.size() / 2]},
-          {"min_s", seconds.front()},
-          {"max_s", seconds.back()}};
+  return {std::accumulate(seconds.begin(), seconds.end(), 0.0) / seconds.size(), seconds[seconds.size() / 2],
+          seconds.front(), seconds.back()};
+}
+
+nlohmann::json SecondsStats(const std::vector<double>& seconds) {
+  const SecondsSummary s = Summarize(seconds);
+  return {{"mean_s", s.mean_s}, {"median_s", s.median_s}, {"min_s", s.min_s}, {"max_s", s.max_s}};
 }
 
 ParamStorage::ParamStorage(const std::vector<ParamInfo>& params) {

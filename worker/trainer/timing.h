@@ -52,7 +52,11 @@ PeakEstimate CpuPeakGflops(int threads);
 PeakEstimate MeasuredPeakGflops(int threads);
 
 // mean, median, min and max of per-step seconds, as every trainer record reports them.
-nlohmann::json SecondsStats(std::vector<double> seconds);
+struct SecondsSummary {
+  double mean_s, median_s, min_s, max_s;
+};
+SecondsSummary Summarize(std::vector<double> seconds);
+nlohmann::json SecondsStats(const std::vector<double>& seconds);
 
 // Runs the timing; the JSON holds the options, the engine, model facts (parameters, FLOPs),
 // images/s per pass with per-iteration statistics, the share of peak, and per-layer times.

@@ -1,0 +1,140 @@
+#include "bench/comparison.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "fmt/core.h"
+
+namespace psbench {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string Capitalized(std::string s) {
+  if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+const ComparisonCell* Find(const ComparisonCells& cells, const std::string& series) {
+  auto it = cells.find(series);
+  return it == cells.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::optional<double> ComparisonCell::Value(const Figure& f) const {
+  std::vector<double> values;
+  for (const Record* r : records) {
+    std::optional<double> v = FigureValue(*r, f);
+    if (!v) return std::nullopt;  // a tail figure one record cannot give: not a median of the rest
+    values.push_back(*v);
+  }
+  if (values.empty()) return std::nullopt;
+  return Median(std::move(values));
+}
+
+void Comparison::Add(const std::string& series, const Record& r) {
+  const std::string scheme = r.scheme.value_or("?");
+  auto at = std::find(schemes.begin(), schemes.end(), scheme);
+  if (at == schemes.end()) at = schemes.insert(schemes.end(), scheme);
+  const bool tp = std::string(kind->name) == "throughput";
+  ComparisonKey key{static_cast<int>(at - schemes.begin()),
+                    scheme,
+                    r.payload_bytes.value_or(0),
+                    r.payload_summary.value_or(""),
+                    tp ? static_cast<int>(r.ps.value_or(1)) : 1,
+                    tp ? static_cast<int>(r.workers.value_or(1)) : 1};
+  ComparisonCell& cell = rows[key][series];
+  cell.records.push_back(&r);
+  repeated |= cell.records.size() > 1;
+}
+
+std::vector<std::string> Comparison::SeriesIn(const std::vector<std::string>& order) const {
+  std::vector<std::string> out;
+  for (const std::string& s : order) {
+    for (const auto& [key, cells] : rows) {
+      if (cells.contains(s)) {
+        out.push_back(s);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<double> CellRatio(const ComparisonCells& cells, const std::pair<std::string, std::string>& ab,
+                                const Figure& f) {
+  const ComparisonCell* a = Find(cells, ab.first);
+  const ComparisonCell* b = Find(cells, ab.second);
+  if (a == nullptr || b == nullptr) return std::nullopt;
+  std::optional<double> va = a->Value(f), vb = b->Value(f);
+  if (!va || !vb || *va == 0) return std::nullopt;
+  return *vb / *va;
+}
+
+std::string RatioText(double ratio) { return fmt::format("{:.2f}x", ratio); }
+
+Table ComparisonTable(const Comparison& c, const std::vector<std::string>& series,
+                      const std::vector<std::pair<std::string, std::string>>& ratios,
+                      const std::vector<std::string>& notes) {
+  const BenchmarkKind& kind = *c.kind;
+  const bool tp = std::string(kind.name) == "throughput";
+  Table t;
+  t.id = kind.name;
+  t.title = Capitalized(kind.name);
+  t.notes.push_back(Capitalized(kind.what) + ".");
+  t.notes.insert(t.notes.end(), notes.begin(), notes.end());
+  std::vector<const Figure*> compared;
+  bool tail = false;
+  for (const Figure& f : kind.figures) {
+    if (f.compared) compared.push_back(&f);
+    tail |= f.tail;
+  }
+  if (!ratios.empty()) {
+    t.notes.push_back(fmt::format("B / A: B's figure divided by A's; {} 1x, B is faster.",
+                                  kind.lower_is_better ? "below" : "above"));
+  }
+  if (tail) t.notes.push_back("p99 is shown only with at least 100 iterations (below that it is the maximum).");
+  if (c.repeated) t.notes.push_back("A payload measured more than once in a series shows the median.");
+
+  t.columns = {"scheme", "bytes"};
+  if (tp) t.columns.insert(t.columns.end(), {"workers", "PS"});
+  t.groups.push_back({"", t.columns.size()});
+  for (const std::string& s : series) {
+    for (const Figure& f : kind.figures) t.columns.push_back(f.Column());
+    t.groups.push_back({s, kind.figures.size()});
+  }
+  for (const auto& [a, b] : ratios) {
+    for (const Figure* f : compared) t.columns.push_back(f->name);
+    t.groups.push_back({b + " / " + a, compared.size()});
+  }
+  for (const auto& [key, cells] : c.rows) {
+    const Record& any = *cells.begin()->second.records[0];
+    std::vector<std::string> row = {key.scheme, PayloadBytesText(any)};
+    if (tp) {
+      row.push_back(std::to_string(key.workers));
+      row.push_back(std::to_string(key.ps));
+    }
+    for (const std::string& s : series) {
+      const ComparisonCell* cell = Find(cells, s);
+      for (const Figure& f : kind.figures) {
+        std::optional<double> v = cell ? cell->Value(f) : std::nullopt;
+        row.push_back(v ? fmt::format("{:.{}f}", *v, f.decimals) : "-");
+      }
+    }
+    for (const auto& ab : ratios) {
+      for (const Figure* f : compared) {
+        std::optional<double> r = CellRatio(cells, ab, *f);
+        row.push_back(r ? RatioText(*r) : "-");
+      }
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+}  // namespace psbench

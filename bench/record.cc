@@ -1,0 +1,422 @@
+#include "bench/record.h"
+
+#include <functional>
+#include <initializer_list>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "bench/histogram.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+
+// --- reading and writing one field ------------------------------------------------------------
+// Each typed member is a (name, member) pair in one table below: the table is the whole
+// mapping between the JSON and the type, read and written by the same loops.
+
+absl::Status WrongType(const std::string& name, const char* want) {
+  return absl::InvalidArgumentError(absl::StrCat("field '", name, "' is not ", want));
+}
+
+absl::Status Parse(const std::string& name, const json& v, std::string& out) {
+  if (!v.is_string()) return WrongType(name, "a string");
+  out = v.get<std::string>();
+  return absl::OkStatus();
+}
+absl::Status Parse(const std::string& name, const json& v, bool& out) {
+  if (!v.is_boolean()) return WrongType(name, "true or false");
+  out = v.get<bool>();
+  return absl::OkStatus();
+}
+absl::Status Parse(const std::string& name, const json& v, int64_t& out) {
+  if (!v.is_number_integer()) return WrongType(name, "an integer");
+  out = v.get<int64_t>();
+  return absl::OkStatus();
+}
+absl::Status Parse(const std::string& name, const json& v, uint64_t& out) {
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    return WrongType(name, "a count (an integer, 0 or more)");
+  }
+  out = v.get<uint64_t>();
+  return absl::OkStatus();
+}
+absl::Status Parse(const std::string& name, const json& v, double& out) {
+  if (!v.is_number()) return WrongType(name, "a number");
+  out = v.get<double>();
+  return absl::OkStatus();
+}
+absl::Status Parse(const std::string& name, const json& v, std::vector<uint64_t>& out) {
+  if (!v.is_array()) return WrongType(name, "a list of counts");
+  out.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint64_t n = 0;
+    if (absl::Status s = Parse(absl::StrCat(name, "[", i, "]"), v[i], n); !s.ok()) return s;
+    out.push_back(n);
+  }
+  return absl::OkStatus();
+}
+
+// Reads the members of an object: `required` must be there, `optional` may be.
+template <typename S>
+absl::Status ParseMembers(const std::string& name, const json& v,
+                          std::initializer_list<std::pair<const char*, double S::*>> required,
+                          std::initializer_list<std::pair<const char*, std::optional<double> S::*>> optional, S& out) {
+  if (!v.is_object()) return WrongType(name, "an object");
+  for (const auto& [key, member] : required) {
+    auto it = v.find(key);
+    if (it == v.end()) return absl::InvalidArgumentError(absl::StrCat("field '", name, ".", key, "' is missing"));
+    if (absl::Status s = Parse(absl::StrCat(name, ".", key), *it, out.*member); !s.ok()) return s;
+  }
+  for (const auto& [key, member] : optional) {
+    if (auto it = v.find(key); it != v.end()) {
+      double d = 0;
+      if (absl::Status s = Parse(absl::StrCat(name, ".", key), *it, d); !s.ok()) return s;
+      out.*member = d;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parse(const std::string& name, const json& v, LatencySummary& out) {
+  using L = LatencySummary;
+  if (absl::Status s = ParseMembers<L>(name, v, {{"p50", &L::p50}, {"p99", &L::p99}, {"mean", &L::mean}},
+                                       {{"min", &L::min}, {"p90", &L::p90}, {"p999", &L::p999}, {"max", &L::max},
+                                        {"stdev", &L::stdev}},
+                                       out);
+      !s.ok()) {
+    return s;
+  }
+  if (auto it = v.find("count"); it != v.end()) {
+    uint64_t n = 0;
+    if (absl::Status s = Parse(name + ".count", *it, n); !s.ok()) return s;
+    out.count = n;
+  }
+  return absl::OkStatus();
+}
+json ToJson(const LatencySummary& l) {
+  json j = {{"p50", l.p50}, {"p99", l.p99}, {"mean", l.mean}};
+  if (l.count) j["count"] = *l.count;
+  for (const auto& [key, v] : {std::pair{"min", l.min}, {"p90", l.p90}, {"p999", l.p999}, {"max", l.max},
+                               {"stdev", l.stdev}}) {
+    if (v) j[key] = *v;
+  }
+  return j;
+}
+
+absl::Status Parse(const std::string& name, const json& v, StepStats& out) {
+  using S = StepStats;
+  if (absl::Status s = ParseMembers<S>(name, v, {{"mean_s", &S::mean_s}},
+                                       {{"median_s", &S::median_s}, {"min_s", &S::min_s}, {"max_s", &S::max_s},
+                                        {"images_per_s", &S::images_per_s}, {"gflops", &S::gflops},
+                                        {"fraction_of_peak", &S::fraction_of_peak}},
+                                       out);
+      !s.ok()) {
+    return s;
+  }
+  if (auto it = v.find("iterations"); it != v.end()) {
+    uint64_t n = 0;
+    if (absl::Status s = Parse(name + ".iterations", *it, n); !s.ok()) return s;
+    out.iterations = n;
+  }
+  return absl::OkStatus();
+}
+json ToJson(const StepStats& s) {
+  json j = {{"mean_s", s.mean_s}};
+  for (const auto& [key, v] : {std::pair{"median_s", s.median_s}, {"min_s", s.min_s}, {"max_s", s.max_s},
+                               {"images_per_s", s.images_per_s}, {"gflops", s.gflops},
+                               {"fraction_of_peak", s.fraction_of_peak}}) {
+    if (v) j[key] = *v;
+  }
+  if (s.iterations) j["iterations"] = *s.iterations;
+  return j;
+}
+
+template <typename T>
+json ToJson(const T& v) {
+  return json(v);
+}
+
+// --- the table of typed fields ------------------------------------------------------------------
+// One reader and one writer per field; a field in this table is not kept in `extra`.
+struct FieldIo {
+  const char* name;
+  std::function<absl::Status(const json&, Record&)> read;
+  std::function<void(const Record&, json&)> write;
+};
+
+template <typename T>
+FieldIo Optional(const char* name, std::optional<T> Record::*member) {
+  return {name,
+          [name, member](const json& v, Record& r) {
+            T value{};
+            if (absl::Status s = Parse(name, v, value); !s.ok()) return s;
+            r.*member = std::move(value);
+            return absl::OkStatus();
+          },
+          [name, member](const Record& r, json& j) {
+            if (r.*member) j[name] = ToJson(*(r.*member));
+          }};
+}
+
+// Kept as written; present when not null.
+FieldIo Blob(const char* name, json Record::*member) {
+  return {name,
+          [member](const json& v, Record& r) {
+            r.*member = v;
+            return absl::OkStatus();
+          },
+          [name, member](const Record& r, json& j) {
+            if (!(r.*member).is_null()) j[name] = r.*member;
+          }};
+}
+
+FieldIo PayloadBytes() {
+  return {"payload_bytes",
+          [](const json& v, Record& r) {
+            double d = 0;
+            if (absl::Status s = Parse("payload_bytes", v, d); !s.ok()) return s;
+            r.payload_bytes = d;
+            r.payload_bytes_exact = v.is_number_integer();
+            return absl::OkStatus();
+          },
+          [](const Record& r, json& j) {
+            if (!r.payload_bytes) return;
+            if (r.payload_bytes_exact) {
+              j["payload_bytes"] = static_cast<uint64_t>(*r.payload_bytes);
+            } else {
+              j["payload_bytes"] = *r.payload_bytes;
+            }
+          }};
+}
+
+const std::vector<FieldIo>& Fields() {
+  static const std::vector<FieldIo> fields = {
+      Optional("kind", &Record::kind),
+      Optional("benchmark", &Record::benchmark),
+      Optional("transport", &Record::transport),
+      Optional("mode", &Record::mode),
+      Optional("scheme", &Record::scheme),
+      Optional("scope", &Record::scope),
+      Optional("label", &Record::label),
+      Optional("model", &Record::model),
+      Optional("engine", &Record::engine),
+      Optional("tls", &Record::tls),
+      Optional("validate", &Record::validate),
+      Optional("sync", &Record::sync),
+      Optional("seed", &Record::seed),
+      Optional("workers", &Record::workers),
+      Optional("ps", &Record::ps),
+      Optional("worker_index", &Record::worker_index),
+      Optional("num_workers", &Record::num_workers),
+      Optional("num_ps", &Record::num_ps),
+      Optional("batch", &Record::batch),
+      Optional("threads", &Record::threads),
+      Optional("steps", &Record::steps),
+      Optional("run_id", &Record::run_id),
+      Optional("payload_summary", &Record::payload_summary),
+      PayloadBytes(),
+      Optional("payloads", &Record::payloads),
+      Optional("iterations", &Record::iterations),
+      Optional("bytes", &Record::bytes),
+      Optional("peers_lost", &Record::peers_lost),
+      Optional("seconds", &Record::seconds),
+      Optional("start_unix_s", &Record::start_unix_s),
+      Optional("end_unix_s", &Record::end_unix_s),
+      Optional("latency_us", &Record::latency_us),
+      Optional("rpc_latency_us", &Record::rpc_latency_us),
+      Optional("mb_per_s", &Record::mb_per_s),
+      Optional("msgs_per_s", &Record::msgs_per_s),
+      Optional("rpc_per_s", &Record::rpc_per_s),
+      Optional("sum_of_worker_rpc_per_s", &Record::sum_of_worker_rpc_per_s),
+      Optional("worst_worker_p99_us", &Record::worst_worker_p99_us),
+      Optional("rpc_per_ps", &Record::rpc_per_ps),
+      Optional("steps_per_s", &Record::steps_per_s),
+      Optional("elements_checked", &Record::elements_checked),
+      Optional("mismatches", &Record::mismatches),
+      Optional("result", &Record::result),
+      Optional("images_per_s", &Record::images_per_s),
+      Optional("loss_first", &Record::loss_first),
+      Optional("loss_last", &Record::loss_last),
+      Optional("step", &Record::step),
+      Optional("compute", &Record::compute),
+      Optional("communication", &Record::communication),
+      Optional("forward", &Record::forward),
+      Optional("forward_backward", &Record::forward_backward),
+      Blob("config", &Record::config),
+      Blob("cpu", &Record::cpu),
+      Blob("placement", &Record::placement),
+      Blob("environment", &Record::environment),
+      Blob("cluster", &Record::cluster),
+      Blob("command", &Record::command),
+      Blob("worker_command", &Record::worker_command),
+      Optional("timestamp", &Record::timestamp),
+  };
+  return fields;
+}
+
+// --- reading inside the blobs without exceptions ------------------------------------------------
+const json& Member(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+std::optional<double> NumberAt(const json& j, const char* key) {
+  const json& v = Member(j, key);
+  return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+}
+std::string TextAt(const json& j, const char* key) {
+  const json& v = Member(j, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// A comparison's "iterations" is one count per transport, not a count: kept as written.
+bool KeptAsWritten(const json& j, const char* field) {
+  return TextAt(j, "kind") == "comparison" && std::string_view(field) == "iterations";
+}
+
+}  // namespace
+
+absl::StatusOr<Record> RecordFromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  Record r;
+  json rest = j;
+  for (const FieldIo& f : Fields()) {
+    auto it = j.find(f.name);
+    if (it == j.end() || KeptAsWritten(j, f.name)) continue;
+    if (absl::Status s = f.read(*it, r); !s.ok()) return s;
+    rest.erase(f.name);
+  }
+  r.extra = std::move(rest);
+  return r;
+}
+
+json RecordToJson(const Record& r) {
+  json j = r.extra.is_object() ? r.extra : json::object();
+  for (const FieldIo& f : Fields()) f.write(r, j);
+  return j;
+}
+
+std::vector<json> RecordsToJson(const std::vector<Record>& records) {
+  std::vector<json> out;
+  out.reserve(records.size());
+  for (const Record& r : records) out.push_back(RecordToJson(r));
+  return out;
+}
+
+LatencySummary SummarizeLatency(const Histogram& h) {
+  auto us = [](double ns) { return ns / 1e3; };
+  LatencySummary l;
+  l.p50 = us(h.Percentile(0.50));
+  l.p99 = us(h.Percentile(0.99));
+  l.mean = us(h.mean());
+  l.count = h.count();
+  l.min = us(static_cast<double>(h.min()));
+  l.p90 = us(h.Percentile(0.90));
+  l.p999 = us(h.Percentile(0.999));
+  l.max = us(static_cast<double>(h.max()));
+  l.stdev = us(h.stdev());
+  return l;
+}
+
+std::string Record::Kind() const {
+  if (kind) return *kind;
+  if (benchmark && (*benchmark == "latency" || *benchmark == "bandwidth" || *benchmark == "throughput")) {
+    return *benchmark;
+  }
+  return "";
+}
+
+bool Record::IsPayloadBenchmark() const { return !kind && !Kind().empty(); }
+
+std::string Record::Series() const {
+  if (label && !label->empty()) return *label;
+  if (!transport || transport->empty()) return "local";
+  return mode && !mode->empty() ? *transport + "/" + *mode : *transport;
+}
+
+std::string Record::RunId() const { return run_id ? *run_id : TextAt(config, "run_id"); }
+
+RecordSettings Record::Settings() const {
+  RecordSettings s;
+  s.warmup_s = NumberAt(config, "warmup_s").value_or(0);
+  s.warmup_iterations = static_cast<int64_t>(NumberAt(config, "warmup_iterations").value_or(-1));
+  s.duration_s = NumberAt(config, "duration_s").value_or(0);
+  s.iterations = static_cast<int64_t>(NumberAt(config, "iterations").value_or(0));
+  s.window = static_cast<int64_t>(NumberAt(config, "window").value_or(0));
+  s.outstanding = static_cast<int64_t>(NumberAt(config, "outstanding").value_or(0));
+  const json& busy = Member(config, "busy_poll");
+  s.busy_poll = busy.is_boolean() && busy.get<bool>();
+  s.run_id = TextAt(config, "run_id");
+  return s;
+}
+
+std::optional<double> Record::WorkerCpu() const { return NumberAt(Member(cpu, "worker"), "utilization"); }
+
+std::vector<double> Record::PsCpu() const {
+  std::vector<double> out;
+  const json& ps_list = Member(cpu, "ps");
+  if (ps_list.is_array()) {
+    for (const json& p : ps_list) out.push_back(NumberAt(p, "utilization").value_or(0));
+  }
+  return out;
+}
+
+std::string Record::WorkerCpuAffinity() const {
+  std::string a = TextAt(Member(placement, "worker"), "cpu_affinity");
+  return a.empty() ? "?" : a;
+}
+
+std::vector<std::string> Record::PsCpuAffinity() const {
+  std::vector<std::string> out;
+  const json& ps_list = Member(placement, "ps");
+  if (ps_list.is_array()) {
+    for (const json& p : ps_list) {
+      std::string a = TextAt(p, "cpu_affinity");
+      out.push_back(a.empty() ? "?" : a);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Record::PsHosts() const {
+  std::vector<std::string> out;
+  const json& ps_list = Member(placement, "ps");
+  if (ps_list.is_array()) {
+    for (const json& p : ps_list) out.push_back(TextAt(p, "host"));
+  }
+  return out;
+}
+
+std::vector<uint64_t> Record::AppliedUpdates() const {
+  std::vector<uint64_t> out;
+  if (!placement.is_array()) return out;
+  for (const json& p : placement) {
+    out.push_back(static_cast<uint64_t>(NumberAt(Member(p, "applied"), "updates").value_or(0)));
+  }
+  return out;
+}
+
+std::string Record::EnvironmentText(const char* key) const { return TextAt(environment, key); }
+
+std::optional<double> Record::EnvironmentNumber(const char* key) const {
+  return NumberAt(environment, key);
+}
+
+std::string Record::VersionsText() const {
+  const json& v = Member(environment, "versions");
+  if (!v.is_object()) return "";
+  return absl::StrCat("psbench ", TextAt(v, "psbench"), ", gRPC ", TextAt(v, "grpc"), ", protobuf ",
+                      TextAt(v, "protobuf"), ", ", TextAt(v, "compiler"));
+}
+
+std::optional<bool> Record::Tls() const {
+  if (tls) return tls;
+  const json& t = Member(config, "tls");
+  if (t.is_boolean()) return t.get<bool>();
+  return std::nullopt;
+}
+
+}  // namespace psbench
