@@ -77,6 +77,23 @@ std::optional<double> Latency(const Record& r, double LatencySummary::*member) {
   return (*r.latency_us).*member;
 }
 
+double PerSecond(const Measurement& m, double count) { return m.seconds > 0 ? count / m.seconds : 0; }
+
+void FillLatency(const Measurement& m, Record& r) { r.latency_us = SummarizeLatency(m.latency); }
+
+void FillBandwidth(const Measurement& m, Record& r) {
+  r.mb_per_s = PerSecond(m, static_cast<double>(m.bytes)) / 1e6;
+  r.msgs_per_s = PerSecond(m, static_cast<double>(m.ops));
+  r.rpc_latency_us = SummarizeLatency(m.latency);
+}
+
+void FillThroughput(const Measurement& m, Record& r) {
+  r.rpc_per_s = PerSecond(m, static_cast<double>(m.ops));
+  r.mb_per_s = PerSecond(m, static_cast<double>(m.bytes)) / 1e6;
+  r.rpc_latency_us = SummarizeLatency(m.latency);
+  r.rpc_per_ps = m.ops_per_ps;
+}
+
 }  // namespace
 
 const std::vector<BenchmarkKind>& BenchmarkKinds() {
@@ -91,7 +108,8 @@ const std::vector<BenchmarkKind>& BenchmarkKinds() {
        "usec, round trip (RTT; perftest and OSU print half of it) | wCPU, psCPU: CPU use, 100% = one core",
        {{"#bytes", 12}, {"#iters", 9}, {"min", 9}, {"p50", 9}, {"p90", 9}, {"p99", 9}, {"p99.9", 9},
         {"max", 9}, {"mean", 9}, {"stdev", 9}, {"wCPU", 6}, {"psCPU", 6}},
-       LatencyRow},
+       LatencyRow,
+       FillLatency},
       {"bandwidth",
        "MB/s (10^6 B/s), higher is better",
        false,
@@ -99,7 +117,8 @@ const std::vector<BenchmarkKind>& BenchmarkKinds() {
        {{"mb_per_s", "MB/s", "", 2, false, true, [](const Record& r) { return r.mb_per_s; }}},
        "MB/s = 10^6 B/s | p50 usec: one message's time, window included | wCPU, psCPU: CPU use, 100% = one core",
        {{"#bytes", 12}, {"#iters", 9}, {"MB/s", 12}, {"msgs/s", 12}, {"p50 usec", 12}, {"wCPU", 6}, {"psCPU", 6}},
-       BandwidthRow},
+       BandwidthRow,
+       FillBandwidth},
       {"throughput",
        "RPC/s and MB/s, total over the workers, higher is better",
        false,
@@ -111,7 +130,8 @@ const std::vector<BenchmarkKind>& BenchmarkKinds() {
        "wCPU, psCPU: CPU use, 100% = one core",
        {{"worker", 8}, {"#bytes", 12}, {"#iters", 9}, {"RPC/s", 12}, {"MB/s", 12}, {"p99 usec", 12},
         {"wCPU", 6}, {"psCPU", 6}},
-       ThroughputRow},
+       ThroughputRow,
+       FillThroughput},
   };
   return kinds;
 }

@@ -1,7 +1,8 @@
-// What each payload benchmark reports: its headline figures (the ones every comparison
-// shows: the --transports table, psbench report, the comparison records), and its row in the
-// terminal table. A new benchmark kind is one entry here, its loop in runner.cc and its name
-// in scenario.cc; every table, report and comparison follows from the entry.
+// What each payload benchmark reports: the fields its records get from a measurement, its
+// headline figures (the ones every comparison shows: the --transports table, psbench report,
+// the comparison records), and its row in the terminal table. A new benchmark kind is one
+// entry here, its loop in runner.cc and its name in scenario.h/.cc; every record, table,
+// report and comparison follows from the entry.
 #ifndef PSBENCH_BENCH_FIGURES_H_
 #define PSBENCH_BENCH_FIGURES_H_
 
@@ -11,6 +12,7 @@
 
 #include "absl/strings/string_view.h"
 #include "bench/record.h"
+#include "bench/runner.h"
 #include "bench/table.h"
 
 namespace psbench {
@@ -40,6 +42,8 @@ struct BenchmarkKind {
   const char* row_note;
   std::vector<StreamingTable::Column> row_columns;
   std::vector<std::string> (*row)(const Record&);
+  // Sets the record's figures from a worker's measurement.
+  void (*fill)(const Measurement&, Record&);
 };
 
 // The kind of a payload benchmark record (nullptr for any other record or name).

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "bench/figures.h"
 #include "bench/histogram.h"
 
 namespace psbench {
@@ -323,9 +324,7 @@ LatencySummary SummarizeLatency(const Histogram& h) {
 
 std::string Record::Kind() const {
   if (kind) return *kind;
-  if (benchmark && (*benchmark == "latency" || *benchmark == "bandwidth" || *benchmark == "throughput")) {
-    return *benchmark;
-  }
+  if (benchmark && FindBenchmarkKind(*benchmark) != nullptr) return *benchmark;
   return "";
 }
 

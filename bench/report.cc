@@ -71,27 +71,8 @@ Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement&
   r.worker_index = s.worker_index;
   r.validate = s.validate;
   r.seed = s.payload.seed;
-  const LatencySummary lat = SummarizeLatency(m.latency);
-  const double rate = m.seconds > 0 ? static_cast<double>(m.ops) / m.seconds : 0;
-  const double mbps = m.seconds > 0 ? static_cast<double>(m.bytes) / m.seconds / 1e6 : 0;
-  switch (s.benchmark) {
-    case Benchmark::kLatency:
-      r.latency_us = lat;
-      break;
-    case Benchmark::kBandwidth:
-      r.mb_per_s = mbps;
-      r.msgs_per_s = rate;
-      r.rpc_latency_us = lat;
-      break;
-    case Benchmark::kThroughput:
-      r.rpc_per_s = rate;
-      r.mb_per_s = mbps;
-      r.rpc_latency_us = lat;
-      r.rpc_per_ps = m.ops_per_ps;
-      break;
-    case Benchmark::kUpdates:  // not a payload measurement: worker/updates_worker.cc
-      break;
-  }
+  // The benchmark's own figures (updates records are written by worker/updates_worker.cc).
+  if (const BenchmarkKind* kind = FindBenchmarkKind(BenchmarkName(s.benchmark))) kind->fill(m, r);
   r.start_unix_s = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
   r.end_unix_s = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
   // What each PS counted itself during the measurement (all workers): with one worker it

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/sysinfo.h"
+#include "bench/table.h"
 #include "cli/launch/process.h"
 #include "fmt/core.h"
 
@@ -102,14 +103,16 @@ absl::StatusOr<std::vector<json>> RunFloor(const LaunchOptions& o, const Floor& 
 }  // namespace
 
 void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows) {
-  fmt::print("\n# Summary ({}): latency p50 usec (round trip) | bandwidth MB/s | throughput total RPC/s\n",
-             transport);
-  fmt::print("{:>10} {:>10} {:<24} {:>12} {:>16} {:>18}\n", "#scheme", "bytes", "payload", "latency p50",
-             "bandwidth MB/s", "throughput RPC/s");
+  Table t;
+  t.id = "summary";
+  t.title = fmt::format("Summary ({})", transport);
+  t.notes = {"latency p50: round trip µs | bandwidth MB/s | throughput: total RPC/s"};
+  t.columns = {"scheme", "bytes", "payload", "latency p50", "bandwidth MB/s", "throughput RPC/s"};
   for (const TourRow& r : rows) {
-    fmt::print("{:>10} {:>10} {:<24} {:>12} {:>16} {:>18}\n", r.scheme, Bytes(r.bytes), r.payload,
-               Cell(r.latency_p50_us), Cell(r.bandwidth_mb_per_s), Cell(r.throughput_rpc_per_s));
+    t.rows.push_back({r.scheme, Bytes(r.bytes), r.payload, Cell(r.latency_p50_us), Cell(r.bandwidth_mb_per_s),
+                      Cell(r.throughput_rpc_per_s)});
   }
+  fmt::print("\n{}", RenderText(t));
 }
 
 std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const std::vector<TourRow>& rows) {
@@ -143,20 +146,22 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
     const json& r = it->second;
     return key.ends_with("pingpong") ? r["latency_us"].value("p50", kNone) : r.value("mb_per_s", kNone);
   };
-  fmt::print("\n# Reading aid: this machine's floors, measured just now on loopback, placed as the tour's PS\n"
-             "# and worker, for one message of each payload's size ({} round trips; a window of 16 for MB/s).\n"
-             "# tcp: a blocking socket loop (psbench-floor-tcp), TCP with no RPC layer; grpc: the plain\n"
-             "# protobuf unary echo a user would write (psbench-floor-grpc). Latency is a round trip: perftest\n"
-             "# and OSU print half of one.\n",
-             kIterations);
-  fmt::print("{:>10} {:>12} {:>10} {:>10} {:>16} {:>10} {:>10}\n", "#scheme", "latency p50", "tcp", "grpc",
-             "bandwidth MB/s", "tcp", "grpc");
+  Table t;
+  t.id = "reading_aid";
+  t.title = "Reading aid: this machine's floors, measured just now";
+  t.notes = {fmt::format("On loopback, placed as the tour's PS and worker, for one message of each payload's size "
+                         "({} round trips; a window of 16 for MB/s).", kIterations),
+             "tcp: a blocking socket loop (psbench-floor-tcp), TCP with no RPC layer; grpc: the plain protobuf "
+             "unary echo a user would write (psbench-floor-grpc).",
+             "Latency is a round trip: perftest and OSU print half of one."};
+  t.groups = {{"", 1}, {"latency p50 µs", 3}, {"bandwidth MB/s", 3}};
+  t.columns = {"scheme", "psbench", "tcp", "grpc", "psbench", "tcp", "grpc"};
   for (const TourRow& r : rows) {
-    fmt::print("{:>10} {:>12} {:>10} {:>10} {:>16} {:>10} {:>10}\n", r.scheme, Cell(r.latency_p50_us),
-               Cell(figure("tcp/pingpong", r.bytes)), Cell(figure("grpc/pingpong", r.bytes)),
-               Cell(r.bandwidth_mb_per_s), Cell(figure("tcp/stream", r.bytes)),
-               Cell(figure("grpc/stream", r.bytes)));
+    t.rows.push_back({r.scheme, Cell(r.latency_p50_us), Cell(figure("tcp/pingpong", r.bytes)),
+                      Cell(figure("grpc/pingpong", r.bytes)), Cell(r.bandwidth_mb_per_s),
+                      Cell(figure("tcp/stream", r.bytes)), Cell(figure("grpc/stream", r.bytes))});
   }
+  fmt::print("\n{}", RenderText(t));
   for (const std::string& p : problems) fmt::print("# floor not measured: {}\n", p);
   std::vector<Record> out;
   for (json& r : records) {

@@ -1,0 +1,161 @@
+// The typed record (bench/record.h), the table renderers (bench/table.h) and the comparison
+// table (bench/comparison.h), from hand-written records: what goes in comes out, a field of
+// the wrong type is named, and the one table --transports and psbench report share.
+#include "bench/record.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "bench/comparison.h"
+#include "bench/figures.h"
+#include "bench/table.h"
+
+namespace psbench {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+json Latency(const std::string& mode, double p50, double p99, double mean, int iterations = 200) {
+  return {{"benchmark", "latency"},
+          {"transport", "grpc"},
+          {"mode", mode},
+          {"scheme", "uniform"},
+          {"payload_bytes", 1024},
+          {"payload_summary", "1x1KiB"},
+          {"iterations", iterations},
+          {"scope", "worker"},
+          {"latency_us", {{"p50", p50}, {"p99", p99}, {"mean", mean}}}};
+}
+
+Record Read(const json& j) {
+  auto r = RecordFromJson(j);
+  EXPECT_TRUE(r.ok()) << r.status() << " in " << j.dump();
+  return r.ok() ? *r : Record{};
+}
+
+TEST(RecordTest, WhatIsReadIsWrittenBack) {
+  json j = Latency("serialized", 10.5, 20, 11);
+  j["latency_us"]["count"] = 200;
+  j["latency_us"]["stdev"] = 1.5;
+  j["config"] = {{"warmup_iterations", 5}, {"iterations", 200}, {"run_id", "r1"}};
+  j["buffers"] = {1, 2, 3};  // not a typed field: kept as written
+  j["something_new"] = {{"a", json::array()}};
+  j["step"] = {{"mean_s", 0.5}, {"median_s", 0.4}};
+  j["payload_bytes"] = 1500.25;  // a mean over a trace's payloads
+  const Record r = Read(j);
+  EXPECT_EQ(RecordToJson(r), j);
+  EXPECT_EQ(r.extra.size(), 2u) << r.extra.dump();
+  EXPECT_FALSE(r.payload_bytes_exact);
+  EXPECT_EQ(PayloadBytesText(r), "~1500");
+  EXPECT_EQ(r.RunId(), "r1");
+  EXPECT_EQ(r.Settings().warmup_iterations, 5);
+  EXPECT_FALSE(r.step->min_s) << "an absent member stays absent";
+}
+
+TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
+  auto error = [](json j) { return std::string(RecordFromJson(j).status().message()); };
+  EXPECT_EQ(error(json::array()), "not a JSON object");
+  EXPECT_EQ(error({{"iterations", -1}}), "field 'iterations' is not a count (an integer, 0 or more)");
+  EXPECT_EQ(error({{"transport", 3}}), "field 'transport' is not a string");
+  EXPECT_EQ(error({{"tls", "yes"}}), "field 'tls' is not true or false");
+  EXPECT_EQ(error({{"rpc_per_ps", {1, "x"}}}), "field 'rpc_per_ps[1]' is not a count (an integer, 0 or more)");
+  json bad = Latency("serialized", 1, 1, 1);
+  bad["latency_us"]["p99"] = "slow";
+  EXPECT_EQ(error(bad), "field 'latency_us.p99' is not a number");
+  bad["latency_us"].erase("p99");
+  EXPECT_EQ(error(bad), "field 'latency_us.p99' is missing");
+  EXPECT_EQ(error({{"step", {{"median_s", 1.0}}}}), "field 'step.mean_s' is missing");
+}
+
+TEST(RecordTest, KindsAndSeries) {
+  Record r = Read(Latency("serialized", 1, 1, 1));
+  EXPECT_EQ(r.Kind(), "latency");
+  EXPECT_TRUE(r.IsPayloadBenchmark());
+  EXPECT_EQ(KindOf(r), FindBenchmarkKind("latency"));
+  EXPECT_TRUE(IsHeadline(r));
+  EXPECT_EQ(r.Series(), "grpc/serialized");
+  r.label = "ipoib";
+  EXPECT_EQ(r.Series(), "ipoib");
+  r.label.reset();
+  r.mode.reset();
+  r.transport = "grpc+mpi";
+  EXPECT_EQ(r.Series(), "grpc+mpi");
+  Record updates = Read({{"kind", "updates"}, {"benchmark", "updates"}});
+  EXPECT_EQ(updates.Kind(), "updates");
+  EXPECT_FALSE(updates.IsPayloadBenchmark());
+  EXPECT_EQ(Read({{"benchmark", "warp"}}).Kind(), "") << "not a benchmark psbench has";
+  EXPECT_EQ(Record{}.Series(), "local");
+  Record total = Read({{"benchmark", "throughput"}, {"scope", "worker"}});
+  EXPECT_FALSE(IsHeadline(total)) << "a throughput run's headline is its total";
+  total.scope = "total";
+  EXPECT_TRUE(IsHeadline(total));
+}
+
+// A comparison's "iterations" is one count per transport, and stays so.
+TEST(RecordTest, ComparisonIterationsAreKeptAsWritten) {
+  json c = {{"kind", "comparison"}, {"benchmark", "latency"}, {"iterations", {200, 200}}};
+  Record r = Read(c);
+  EXPECT_FALSE(r.iterations);
+  EXPECT_EQ(RecordToJson(r), c);
+}
+
+TEST(TableTest, TextAlignsNumbersAndGroupsMarkdownAndHtmlNameEveryColumn) {
+  Table t;
+  t.id = "x";
+  t.title = "X";
+  t.notes = {"What it is."};
+  t.groups = {{"", 1}, {"a long series name", 2}};
+  t.columns = {"scheme", "p50", "p99"};
+  t.rows = {{"uniform", "1.00", "-"}, {"random", "10.25", "2.00"}};
+  EXPECT_EQ(RenderText(t),
+            "# X\n"
+            "# What it is.\n"
+            "#          a long series name\n"
+            "# scheme         p50      p99\n"
+            "  uniform       1.00        -\n"
+            "  random       10.25     2.00\n");
+  EXPECT_THAT(RenderMarkdown(t), HasSubstr("| scheme | a long series name p50 | a long series name p99 |\n"
+                                           "|---|---:|---:|\n"
+                                           "| uniform | 1.00 | - |\n"));
+  EXPECT_THAT(RenderHtml(t), HasSubstr("<th colspan=\"2\">a long series name</th>"));
+  EXPECT_THAT(RenderHtml(t), HasSubstr("<td class=\"num\">10.25</td>"));
+}
+
+// The table --transports prints and psbench report shows: a group per series, then B / A.
+TEST(ComparisonTest, SeriesGroupsRatiosMediansAndShortRuns) {
+  std::vector<Record> records = {Read(Latency("non-serialized", 10, 20, 11)),
+                                 Read(Latency("serialized", 15, 30, 16)),
+                                 Read(Latency("serialized", 25, 30, 26)),
+                                 Read(Latency("serialized", 35, 30, 36))};
+  Comparison c(*FindBenchmarkKind("latency"));
+  c.Add("grpc/non-serialized", records[0]);
+  for (size_t i = 1; i < records.size(); ++i) c.Add("grpc/serialized", records[i]);
+  const Table t = ComparisonTable(c, {"grpc/non-serialized", "grpc/serialized"},
+                                  {{"grpc/non-serialized", "grpc/serialized"}}, {"Measured alike."});
+  EXPECT_EQ(t.title, "Latency");
+  EXPECT_THAT(t.notes, ElementsAre("Round trip in µs, lower is better.", "Measured alike.",
+                                   "B / A: B's figure divided by A's; below 1x, B is faster.",
+                                   HasSubstr("p99 is shown only with at least 100 iterations"),
+                                   HasSubstr("median")));
+  std::vector<std::string> columns;
+  for (size_t i = 0; i < t.columns.size(); ++i) columns.push_back(t.FullColumn(i));
+  EXPECT_THAT(columns, ElementsAre("scheme", "bytes", "grpc/non-serialized p50 µs", "grpc/non-serialized p99 µs",
+                                   "grpc/non-serialized mean µs", "grpc/serialized p50 µs", "grpc/serialized p99 µs",
+                                   "grpc/serialized mean µs", "grpc/serialized / grpc/non-serialized p50",
+                                   "grpc/serialized / grpc/non-serialized p99"));
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_THAT(t.rows[0], ElementsAre("uniform", "1024", "10.00", "20.00", "11.00", "25.00", "30.00", "26.00",
+                                     "2.50x", "1.50x"));
+  // A run too short for a p99, in one of the series: no p99 there, and no ratio of it.
+  Record short_run = Read(Latency("non-serialized", 10, 20, 11, 50));
+  Comparison d(*FindBenchmarkKind("latency"));
+  d.Add("a", short_run);
+  d.Add("b", records[1]);
+  const Table u = ComparisonTable(d, {"a", "b"}, {{"a", "b"}}, {});
+  EXPECT_THAT(u.rows[0], ElementsAre("uniform", "1024", "10.00", "-", "11.00", "15.00", "30.00", "16.00", "1.50x", "-"));
+}
+
+}  // namespace
+}  // namespace psbench
