@@ -46,7 +46,16 @@ std::string Table::FullColumn(size_t i) const {
 }
 
 bool NumericCell(const std::string& cell) {
-  return !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-' || cell[0] == '~');
+  if (cell == "-") return true;
+  size_t i = cell.rfind('~', 0) == 0 || cell.rfind('-', 0) == 0 ? 1 : 0;
+  const size_t digits = i;
+  while (i < cell.size() && (std::isdigit(static_cast<unsigned char>(cell[i])) || cell[i] == '.')) ++i;
+  if (i == digits) return false;
+  // A unit may follow ("1.25x", "42%", "3.03MiB"); more digits after it make it text ("3x1MiB").
+  for (; i < cell.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(cell[i])) || cell[i] == ' ') return false;
+  }
+  return true;
 }
 
 std::string RenderText(const Table& t) {

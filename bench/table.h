@@ -29,7 +29,8 @@ struct Table {
   std::string FullColumn(size_t i) const;
 };
 
-// Numbers, ratios ("1.25x"), "~N" and "-" align right.
+// Numbers, with a unit or not ("1.25x", "42%", "3.03MiB"), "~N" and "-" align right; text
+// ("uniform", "3x1MiB 3x10KiB") aligns left.
 bool NumericCell(const std::string& cell);
 
 // For the terminal: "# TITLE", "# NOTE" lines, then "#"-prefixed header lines and rows, each

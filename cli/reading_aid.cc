@@ -149,10 +149,10 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
   Table t;
   t.id = "reading_aid";
   t.title = "Reading aid: this machine's floors, measured just now";
-  t.notes = {fmt::format("On loopback, placed as the tour's PS and worker, for one message of each payload's size "
-                         "({} round trips; a window of 16 for MB/s).", kIterations),
-             "tcp: a blocking socket loop (psbench-floor-tcp), TCP with no RPC layer; grpc: the plain protobuf "
-             "unary echo a user would write (psbench-floor-grpc).",
+  t.notes = {fmt::format("Loopback, placed as the tour's PS and worker: one message of each payload's size, {} "
+                         "round trips (MB/s: a window of 16).", kIterations),
+             "tcp: a socket loop, no RPC layer (psbench-floor-tcp); grpc: the plain protobuf unary echo "
+             "(psbench-floor-grpc).",
              "Latency is a round trip: perftest and OSU print half of one."};
   t.groups = {{"", 1}, {"latency p50 µs", 3}, {"bandwidth MB/s", 3}};
   t.columns = {"scheme", "psbench", "tcp", "grpc", "psbench", "tcp", "grpc"};

@@ -101,6 +101,11 @@ TEST(RecordTest, ComparisonIterationsAreKeptAsWritten) {
   EXPECT_EQ(RecordToJson(r), c);
 }
 
+TEST(TableTest, NumbersWithOrWithoutAUnitAlignRightTextLeft) {
+  for (const char* cell : {"12", "1.25x", "42%", "3.03MiB", "~1500", "-", "-3.5"}) EXPECT_TRUE(NumericCell(cell)) << cell;
+  for (const char* cell : {"uniform", "3x1MiB 3x10KiB", "", "x", "1 2"}) EXPECT_FALSE(NumericCell(cell)) << cell;
+}
+
 TEST(TableTest, TextAlignsNumbersAndGroupsMarkdownAndHtmlNameEveryColumn) {
   Table t;
   t.id = "x";
