@@ -37,6 +37,8 @@ std::optional<double> ComparisonCell::Value(const Figure& f) const {
   return Median(std::move(values));
 }
 
+double KeyBytes(const Record& r) { return r.payload_bytes_exact ? r.payload_bytes.value_or(0) : 0; }
+
 void Comparison::Add(const std::string& series, const Record& r) {
   const std::string scheme = r.scheme.value_or("?");
   auto at = std::find(schemes.begin(), schemes.end(), scheme);
@@ -44,7 +46,7 @@ void Comparison::Add(const std::string& series, const Record& r) {
   const bool tp = std::string(kind->name) == "throughput";
   ComparisonKey key{static_cast<int>(at - schemes.begin()),
                     scheme,
-                    r.payload_bytes.value_or(0),
+                    KeyBytes(r),
                     r.payload_summary.value_or(""),
                     tp ? static_cast<int>(r.ps.value_or(1)) : 1,
                     tp ? static_cast<int>(r.workers.value_or(1)) : 1};

@@ -22,7 +22,7 @@ namespace psbench {
 struct ComparisonKey {
   int scheme_order = 0;
   std::string scheme;
-  double bytes = 0;
+  double bytes = 0;  // of one payload; 0 for a trace of several (its mean per operation varies by run)
   std::string payload;
   int ps = 1, workers = 1;
   auto Tie() const { return std::tie(scheme_order, bytes, payload, ps, workers); }
@@ -51,6 +51,9 @@ struct Comparison {
   // The series that have a record here, in the order of `order`.
   std::vector<std::string> SeriesIn(const std::vector<std::string>& order) const;
 };
+
+// The bytes a record's row is keyed by (ComparisonKey::bytes).
+double KeyBytes(const Record& r);
 
 // B's figure / A's (`ab` = A, B); none where either is missing or A's is 0.
 std::optional<double> CellRatio(const ComparisonCells& cells, const std::pair<std::string, std::string>& ab,

@@ -286,7 +286,8 @@ absl::StatusOr<Record> RecordFromJson(const json& j) {
   json rest = j;
   for (const FieldIo& f : Fields()) {
     auto it = j.find(f.name);
-    if (it == j.end() || KeptAsWritten(j, f.name)) continue;
+    // null (a NaN written by nlohmann, say) is no value of any type: kept as written.
+    if (it == j.end() || it->is_null() || KeptAsWritten(j, f.name)) continue;
     if (absl::Status s = f.read(*it, r); !s.ok()) return s;
     rest.erase(f.name);
   }

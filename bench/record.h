@@ -4,8 +4,10 @@
 // the JSON appear in record.cc only.
 //
 // A field the type names is parsed into its member (a missing field stays empty, a field of
-// the wrong type is an error naming it); every other field is kept as written in `extra`, so
-// a record read and written back is the record that was read, whatever wrote it.
+// the wrong type is an error naming it); every other field, and a typed field that is null, is
+// kept as written in `extra`, so a record read and written back is the record that was read,
+// whatever wrote it, but for keys psbench does not know inside the typed objects (latency_us,
+// step, ...), which are dropped.
 #ifndef PSBENCH_BENCH_RECORD_H_
 #define PSBENCH_BENCH_RECORD_H_
 

@@ -40,9 +40,17 @@ Comparison MakeComparison(const BenchmarkKind& kind, const std::vector<CompareEn
   return c;
 }
 
+// A row's record of the first entry that has one (the baseline's, unless its run failed).
+const Record& FirstRecord(const std::vector<CompareEntry>& entries, const ComparisonCells& cells) {
+  for (const CompareEntry& e : entries) {
+    if (auto it = cells.find(e.label); it != cells.end()) return *it->second.records[0];
+  }
+  return *cells.begin()->second.records[0];  // not reached: a row has a record of some entry
+}
+
 // How the first entry's records of a benchmark measured, in words.
-std::string MeasurementNote(const Comparison& c) {
-  const Record& r = *c.rows.begin()->second.begin()->second.records[0];
+std::string MeasurementNote(const std::vector<CompareEntry>& entries, const Comparison& c) {
+  const Record& r = FirstRecord(entries, c.rows.begin()->second);
   return "Measured: " + absl::StrJoin(MeasurementParts(r), ", ") + ", tls " +
          (r.Tls().value_or(false) ? "on" : "off") + ".";
 }
@@ -60,7 +68,7 @@ void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
   for (const BenchmarkKind& kind : BenchmarkKinds()) {
     const Comparison c = MakeComparison(kind, entries, headlines);
     if (c.rows.empty()) continue;
-    fmt::print(out, "\n{}", RenderText(ComparisonTable(c, labels, ratios, {MeasurementNote(c)})));
+    fmt::print(out, "\n{}", RenderText(ComparisonTable(c, labels, ratios, {MeasurementNote(entries, c)})));
   }
   std::fflush(out);
 }
@@ -81,7 +89,7 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
   for (const BenchmarkKind& kind : BenchmarkKinds()) {
     const Comparison c = MakeComparison(kind, entries, headlines);
     for (const auto& [key, cells] : c.rows) {
-      const Record& first = *cells.begin()->second.records[0];
+      const Record& first = FirstRecord(entries, cells);
       Record r;
       r.kind = "comparison";
       r.benchmark = kind.name;

@@ -42,7 +42,7 @@ struct Floor {
   const char* name;    // "tcp", "grpc"
 };
 
-absl::StatusOr<std::vector<json>> RunFloor(const LaunchOptions& o, const Floor& floor,
+absl::StatusOr<std::vector<Record>> RunFloor(const LaunchOptions& o, const Floor& floor,
                                            const std::vector<uint64_t>& sizes) {
   const std::string path = o.bin_dir + "/" + floor.binary;
   std::vector<std::string> server_argv = {path, "--server", "--port=0"};
@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<json>> RunFloor(const LaunchOptions& o, const Floor& 
   if (fd < 0) return absl::InternalError("cannot create a temporary file for the floors");
   close(fd);
   const std::string out = tmpl;
-  std::vector<json> records;
+  std::vector<Record> records;
   absl::Status failure;
   for (uint64_t bytes : sizes) {
     for (const char* test : {"pingpong", "stream"}) {
@@ -90,7 +90,14 @@ absl::StatusOr<std::vector<json>> RunFloor(const LaunchOptions& o, const Floor& 
       record["floor"] = floor.name;
       record["command"] = argv;
       record["placement"] = {{"server_cpu", o.ps_cpu}, {"client_cpu", o.worker_cpu}};
-      records.push_back(std::move(record));
+      record["environment"] = Environment();
+      auto typed = RecordFromJson(record);
+      if (!typed.ok()) {  // the floors and psbench are built together: a bug, not bad input
+        failure = absl::InternalError(absl::StrCat(floor.binary, " wrote a record psbench cannot read: ",
+                                                   typed.status().message()));
+        break;
+      }
+      records.push_back(*std::move(typed));
     }
     if (!failure.ok()) break;
   }
@@ -126,8 +133,8 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
   for (const TourRow& r : rows) {
     if (std::find(sizes.begin(), sizes.end(), r.bytes) == sizes.end()) sizes.push_back(r.bytes);
   }
-  std::vector<json> records;
-  std::map<std::pair<std::string, uint64_t>, json> by;  // (floor/test, bytes) -> record
+  std::vector<Record> records;
+  std::map<std::pair<std::string, uint64_t>, Record> by;  // (floor/test, bytes) -> record
   std::vector<std::string> problems;
   for (const Floor& floor : {Floor{"psbench-floor-tcp", "tcp"}, Floor{"psbench-floor-grpc", "grpc"}}) {
     auto got = RunFloor(o, floor, sizes);
@@ -135,16 +142,18 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
       problems.push_back(std::string(got.status().message()));
       continue;
     }
-    for (json& r : *got) {
-      by[{absl::StrCat(floor.name, "/", r.value("test", "")), r.value("bytes", uint64_t{0})}] = r;
+    for (Record& r : *got) {
+      const std::string test = r.extra.value("test", "");  // the floor's own field: pingpong, stream
+      by[{absl::StrCat(floor.name, "/", test), r.bytes.value_or(0)}] = r;
       records.push_back(std::move(r));
     }
   }
   auto figure = [&by](const std::string& key, uint64_t bytes) {
     auto it = by.find({key, bytes});
     if (it == by.end()) return kNone;
-    const json& r = it->second;
-    return key.ends_with("pingpong") ? r["latency_us"].value("p50", kNone) : r.value("mb_per_s", kNone);
+    const Record& r = it->second;
+    if (key.ends_with("pingpong")) return r.latency_us ? r.latency_us->p50 : kNone;
+    return r.mb_per_s.value_or(kNone);
   };
   Table t;
   t.id = "reading_aid";
@@ -163,17 +172,7 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
   }
   fmt::print("\n{}", RenderText(t));
   for (const std::string& p : problems) fmt::print("# floor not measured: {}\n", p);
-  std::vector<Record> out;
-  for (json& r : records) {
-    r["environment"] = Environment();
-    auto record = RecordFromJson(r);
-    if (!record.ok()) {  // the floors and psbench are built together: a bug, not bad input
-      fmt::print("# floor record not kept: {}\n", std::string(record.status().message()));
-      continue;
-    }
-    out.push_back(*std::move(record));
-  }
-  return out;
+  return records;
 }
 
 }  // namespace psbench

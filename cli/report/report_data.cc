@@ -55,7 +55,7 @@ struct RunKey {
 
 RunKey RunKeyOf(const Point& p) {
   const Record& r = *p.record;
-  return {p.series, r.RunId(), r.scheme.value_or(""), r.payload_summary.value_or(""), r.payload_bytes.value_or(0)};
+  return {p.series, r.RunId(), r.scheme.value_or(""), r.payload_summary.value_or(""), KeyBytes(r)};
 }
 
 bool IsTotal(const Record& r) { return r.scope.value_or("worker") == "total"; }

@@ -45,6 +45,9 @@ std::vector<std::pair<const RowKey*, const ComparisonCells*>> Select(
 
 constexpr char kSizeAxis[] = "Payload size (bytes)";
 
+// A row's payload size on a size axis: its bytes, or a trace's mean per operation.
+double RowBytes(const ComparisonCells& cells) { return cells.begin()->second.records[0]->payload_bytes.value_or(0); }
+
 }  // namespace
 
 void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std::string>& series,
@@ -72,7 +75,7 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
         PlotLine line{latency ? absl::StrCat(s, " ", m->name) : s, s, m->tail ? "dashed" : "solid", {}, {}, {}};
         for (const auto& [key, cells] : sel) {
           if (auto v = CellValue(*cells, s, *m)) {
-            line.x.push_back(key->bytes);
+            line.x.push_back(RowBytes(*cells));
             line.y.push_back(*v);
           }
         }
@@ -97,7 +100,7 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
                     ab->second, m->tail ? "dashed" : "solid", {}, {}, {}};
       for (const auto& [key, cells] : sel) {
         if (auto r = CellRatio(*cells, *ab, *m)) {
-          line.x.push_back(key->bytes);
+          line.x.push_back(RowBytes(*cells));
           line.y.push_back(*r);
         }
       }

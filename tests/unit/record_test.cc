@@ -93,6 +93,15 @@ TEST(RecordTest, KindsAndSeries) {
   EXPECT_TRUE(IsHeadline(total));
 }
 
+// A NaN loss is written as null: no value of the field's type, kept as written.
+TEST(RecordTest, NullIsKeptAsWritten) {
+  json j = {{"kind", "train"}, {"loss_first", nullptr}, {"loss_last", 0.5}, {"config", nullptr}};
+  Record r = Read(j);
+  EXPECT_FALSE(r.loss_first);
+  EXPECT_EQ(r.loss_last, 0.5);
+  EXPECT_EQ(RecordToJson(r), j);
+}
+
 // A comparison's "iterations" is one count per transport, and stays so.
 TEST(RecordTest, ComparisonIterationsAreKeptAsWritten) {
   json c = {{"kind", "comparison"}, {"benchmark", "latency"}, {"iterations", {200, 200}}};
@@ -160,6 +169,27 @@ TEST(ComparisonTest, SeriesGroupsRatiosMediansAndShortRuns) {
   d.Add("b", records[1]);
   const Table u = ComparisonTable(d, {"a", "b"}, {{"a", "b"}}, {});
   EXPECT_THAT(u.rows[0], ElementsAre("uniform", "1024", "10.00", "-", "11.00", "15.00", "30.00", "16.00", "1.50x", "-"));
+}
+
+// A trace of several payloads has a mean size per operation that differs from run to run: its
+// rows pair by scheme and payload, not by that mean.
+TEST(ComparisonTest, TraceRowsPairWhateverTheirMeanSize) {
+  json a = Latency("non-serialized", 10, 20, 11);
+  a["scheme"] = "trace";
+  a["payload_summary"] = "2 payloads";
+  a["payload_bytes"] = 1500.25;
+  json b = a;
+  b["mode"] = "serialized";
+  b["payload_bytes"] = 1499.75;
+  b["latency_us"]["p50"] = 20;
+  const Record ra = Read(a), rb = Read(b);
+  Comparison c(*FindBenchmarkKind("latency"));
+  c.Add("a", ra);
+  c.Add("b", rb);
+  ASSERT_EQ(c.rows.size(), 1u);
+  const Table t = ComparisonTable(c, {"a", "b"}, {{"a", "b"}}, {});
+  EXPECT_EQ(t.rows[0][1], "~1500");
+  EXPECT_EQ(t.rows[0][8], "2.00x");
 }
 
 }  // namespace
