@@ -154,10 +154,12 @@ TEST_P(PsKilledTest, WorkerFailsNamingThePs) {
   const auto& [benchmark, mode] = GetParam();
   auto ps = PsServer::Start();
   ASSERT_TRUE(ps);
+  TempDir tmp;
   Process worker(WorkerArgv(ps->address(), {"--benchmark=" + benchmark, "--mode=" + mode,
                                             "--warmup=0s", "--duration=30s", "--rpc-timeout=5s",
-                                            "--quiet"}));
-  std::this_thread::sleep_for(kMidRun);
+                                            "--quiet", "--progress-file=" + tmp.File("progress")}));
+  // Mid-measurement, however long starting took (under TSan, more than a second).
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
   ASSERT_TRUE(worker.Running()) << worker.Stderr();
   auto killed = Clock::now();
   ps->process().Signal(SIGKILL);
