@@ -59,11 +59,13 @@ absl::Status Parse(const std::string& name, const json& v, std::vector<uint64_t>
   return absl::OkStatus();
 }
 
-// Reads the members of an object: `required` must be there, `optional` may be.
+// Reads the members of an object: `required` must be there; `optional` and the one optional
+// `count` may be.
 template <typename S>
 absl::Status ParseMembers(const std::string& name, const json& v,
                           std::initializer_list<std::pair<const char*, double S::*>> required,
-                          std::initializer_list<std::pair<const char*, std::optional<double> S::*>> optional, S& out) {
+                          std::initializer_list<std::pair<const char*, std::optional<double> S::*>> optional,
+                          std::pair<const char*, std::optional<uint64_t> S::*> count, S& out) {
   if (!v.is_object()) return WrongType(name, "an object");
   for (const auto& [key, member] : required) {
     auto it = v.find(key);
@@ -77,24 +79,19 @@ absl::Status ParseMembers(const std::string& name, const json& v,
       out.*member = d;
     }
   }
+  if (auto it = v.find(count.first); it != v.end()) {
+    uint64_t n = 0;
+    if (absl::Status s = Parse(absl::StrCat(name, ".", count.first), *it, n); !s.ok()) return s;
+    out.*count.second = n;
+  }
   return absl::OkStatus();
 }
 
 absl::Status Parse(const std::string& name, const json& v, LatencySummary& out) {
   using L = LatencySummary;
-  if (absl::Status s = ParseMembers<L>(name, v, {{"p50", &L::p50}, {"p99", &L::p99}, {"mean", &L::mean}},
-                                       {{"min", &L::min}, {"p90", &L::p90}, {"p999", &L::p999}, {"max", &L::max},
-                                        {"stdev", &L::stdev}},
-                                       out);
-      !s.ok()) {
-    return s;
-  }
-  if (auto it = v.find("count"); it != v.end()) {
-    uint64_t n = 0;
-    if (absl::Status s = Parse(name + ".count", *it, n); !s.ok()) return s;
-    out.count = n;
-  }
-  return absl::OkStatus();
+  return ParseMembers<L>(name, v, {{"p50", &L::p50}, {"p99", &L::p99}, {"mean", &L::mean}},
+                         {{"min", &L::min}, {"p90", &L::p90}, {"p999", &L::p999}, {"max", &L::max}, {"stdev", &L::stdev}},
+                         {"count", &L::count}, out);
 }
 json ToJson(const LatencySummary& l) {
   json j = {{"p50", l.p50}, {"p99", l.p99}, {"mean", l.mean}};
@@ -108,20 +105,11 @@ json ToJson(const LatencySummary& l) {
 
 absl::Status Parse(const std::string& name, const json& v, StepStats& out) {
   using S = StepStats;
-  if (absl::Status s = ParseMembers<S>(name, v, {{"mean_s", &S::mean_s}},
-                                       {{"median_s", &S::median_s}, {"min_s", &S::min_s}, {"max_s", &S::max_s},
-                                        {"images_per_s", &S::images_per_s}, {"gflops", &S::gflops},
-                                        {"fraction_of_peak", &S::fraction_of_peak}},
-                                       out);
-      !s.ok()) {
-    return s;
-  }
-  if (auto it = v.find("iterations"); it != v.end()) {
-    uint64_t n = 0;
-    if (absl::Status s = Parse(name + ".iterations", *it, n); !s.ok()) return s;
-    out.iterations = n;
-  }
-  return absl::OkStatus();
+  return ParseMembers<S>(name, v, {{"mean_s", &S::mean_s}},
+                         {{"median_s", &S::median_s}, {"min_s", &S::min_s}, {"max_s", &S::max_s},
+                          {"images_per_s", &S::images_per_s}, {"gflops", &S::gflops},
+                          {"fraction_of_peak", &S::fraction_of_peak}},
+                         {"iterations", &S::iterations}, out);
 }
 json ToJson(const StepStats& s) {
   json j = {{"mean_s", s.mean_s}};
