@@ -1,7 +1,6 @@
-// The worker side of the kExchange tests that run over more than one transport (grpc in
-// process, grpc+verbs in the Soft-RoCE guest): one exchange, and one worker of a
-// synchronous step against SyncStepHandler. GoogleTest binaries only (mpi_exchange_ranks is
-// not one).
+// The worker side of the kExchange tests that run over more than one transport (the
+// conformance suite, tests/conformance/): one exchange, and one worker of a synchronous step
+// against SyncStepHandler. GoogleTest binaries only.
 #ifndef PSBENCH_TESTS_INTEGRATION_EXCHANGE_STEPS_H_
 #define PSBENCH_TESTS_INTEGRATION_EXCHANGE_STEPS_H_
 
