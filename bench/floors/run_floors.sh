@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the TCP and gRPC floors over loopback and collects JSON Lines.
+# Runs the TCP floor and both gRPC floors (async generic, protobuf unary) over loopback and
+# collects JSON Lines.
 #
 #   bench/floors/run_floors.sh [BUILD_DIR=build] [OUT=floors.jsonl]
 #   SERVER_CPU=0 CLIENT_CPU=1 bench/floors/run_floors.sh build out.jsonl
@@ -40,9 +41,9 @@ trap 'exit 130' INT TERM
 
 # Starts a server on port 0 and sets $port from its "listening on" line.
 start_server() {
-  local bin=$1
+  local bin=$1 api=("${@:2}")
   : >"$tmp/$bin.out"
-  "$build/bin/$bin" --server --port=0 "${server_pin[@]}" >"$tmp/$bin.out" 2>"$tmp/$bin.err" &
+  "$build/bin/$bin" "${api[@]}" --server --port=0 "${server_pin[@]}" >"$tmp/$bin.out" 2>"$tmp/$bin.err" &
   server_pid=$!
   local line=""
   for _ in $(seq 100); do
@@ -62,20 +63,21 @@ start_server() {
 : >"$out"
 failed=0
 run_client() {
-  local bin=$1 test=$2 size=$3
-  if ! timeout "$client_timeout" "$build/bin/$bin" --connect="127.0.0.1:$port" --test="$test" \
+  local bin=$1 test=$2 size=$3 api=("${@:4}")
+  if ! timeout "$client_timeout" "$build/bin/$bin" "${api[@]}" --connect="127.0.0.1:$port" --test="$test" \
       --size="$size" --json="$out" "${client_pin[@]}" "${extra[@]}"; then
-    echo "run_floors.sh: $bin --test=$test --size=$size failed" >&2
+    echo "run_floors.sh: $bin ${api[*]} --test=$test --size=$size failed" >&2
     failed=1
   fi
 }
 
 echo "# run_floors.sh: server cpu ${SERVER_CPU:-any}, client cpu ${CLIENT_CPU:-any}, $(nproc) cpus"
 # One server at a time so an idle one never competes for the cores.
-for bin in psbench-floor-tcp psbench-floor-grpc; do
-  start_server "$bin"
-  for size in 32 64K 1M 4M; do run_client "$bin" pingpong "$size"; done
-  for size in 1M 4M; do run_client "$bin" stream "$size"; done
+for floor in psbench-floor-tcp "psbench-floor-grpc --api=generic" "psbench-floor-grpc --api=unary"; do
+  read -r -a words <<<"$floor"
+  start_server "${words[@]}"
+  for size in 32 64K 1M 4M; do run_client "${words[0]}" pingpong "$size" "${words[@]:1}"; done
+  for size in 1M 4M; do run_client "${words[0]}" stream "$size" "${words[@]:1}"; done
   stop_server
 done
 echo "# wrote $(wc -l <"$out") records to $out"

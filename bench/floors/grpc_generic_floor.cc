@@ -1,0 +1,236 @@
+// The async generic gRPC floor (grpc_generic_floor.h).
+#include "grpc_generic_floor.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fmt/core.h"
+
+namespace psbench::floors {
+namespace {
+
+constexpr char kEcho[] = "/psbench.floor.Generic/Echo";
+constexpr char kPush[] = "/psbench.floor.Generic/Push";
+constexpr char kBye[] = "/psbench.floor.Generic/Bye";
+
+grpc::ByteBuffer Empty() {
+  grpc::Slice nothing;
+  return grpc::ByteBuffer(&nothing, 1);
+}
+
+// ---- server ----------------------------------------------------------------
+
+// One call: requested, its one message read, answered, finished.
+class Call {
+ public:
+  Call(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq, bool once)
+      : service_(service), cq_(cq), once_(once), stream_(&ctx_) {
+    service_->RequestCall(&ctx_, &stream_, cq_, cq_, this);
+  }
+
+  // Returns false once the call is done and deleted itself.
+  void Proceed(bool ok) {
+    switch (state_) {
+      case kRequested:
+        if (!ok) break;  // shutting down
+        new Call(service_, cq_, once_);
+        state_ = kReading;
+        stream_.Read(&message_, this);
+        return;
+      case kReading:
+        if (!ok) break;  // the client left without sending
+        state_ = kFinishing;
+        if (ctx_.method() == kEcho) {
+          stream_.WriteAndFinish(message_, grpc::WriteOptions(), grpc::Status::OK, this);  // as received
+        } else if (ctx_.method() == kPush || ctx_.method() == kBye) {
+          // Bye: the exit goes to the signal thread (Shutdown here would wait on this call).
+          if (ctx_.method() == kBye && once_) kill(getpid(), SIGUSR1);
+          message_ = Empty();
+          stream_.WriteAndFinish(message_, grpc::WriteOptions(), grpc::Status::OK, this);
+        } else {
+          stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method " + ctx_.method()), this);
+        }
+        return;
+      case kFinishing:
+        break;
+    }
+    delete this;
+  }
+
+ private:
+  enum State { kRequested, kReading, kFinishing };
+  grpc::AsyncGenericService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  bool once_;
+  grpc::GenericServerContext ctx_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  grpc::ByteBuffer message_;
+  State state_ = kRequested;
+};
+
+// ---- client ----------------------------------------------------------------
+
+struct ClientCall {
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> rpc;
+};
+
+class GenericClient {
+ public:
+  GenericClient(std::shared_ptr<grpc::Channel> channel) : stub_(channel) {}
+  ~GenericClient() {
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) delete static_cast<ClientCall*>(tag);
+  }
+
+  void Start(const char* method, const grpc::ByteBuffer& message) {
+    auto* call = new ClientCall;
+    call->rpc = stub_.PrepareUnaryCall(&call->ctx, method, message, &cq_);
+    call->rpc->StartCall();
+    call->rpc->Finish(&call->reply, &call->status, call);
+  }
+
+  std::unique_ptr<ClientCall> Next() {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq_.Next(&tag, &ok)) fatal("completion queue shut down");
+    std::unique_ptr<ClientCall> call(static_cast<ClientCall*>(tag));
+    if (!ok || !call->status.ok()) {
+      fatal(fmt::format("call failed: {} ({})", call->status.error_message(), int(call->status.error_code())));
+    }
+    return call;
+  }
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+};
+
+std::shared_ptr<grpc::Channel> ConnectedChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  // Connecting up front keeps connection setup out of the warmup and turns a refused
+  // connection into a usage error rather than a failed first call.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+  for (auto state = channel->GetState(true); state != GRPC_CHANNEL_READY; state = channel->GetState(true)) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) usage_error(fmt::format("cannot connect to {}", target));
+    if (!channel->WaitForStateChange(state, deadline)) usage_error(fmt::format("cannot connect to {}: timed out", target));
+  }
+  return channel;
+}
+
+}  // namespace
+
+int RunGenericServer(int32_t port, bool once) {
+  // Stop signals are blocked before gRPC starts threads (they inherit the mask) and taken
+  // by a thread of their own, which stops the server; the main thread drives the queue.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  grpc::AsyncGenericService service;
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(fmt::format("127.0.0.1:{}", port), grpc::InsecureServerCredentials(), &selected_port);
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
+  builder.RegisterAsyncGenericService(&service);
+  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
+  announce_listening(selected_port);
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    cq->Shutdown();
+  });
+  new Call(&service, cq.get(), once);
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+  stopper.join();
+  server->Wait();
+  return 0;
+}
+
+int RunGenericClient(const ClientOptions& opts) {
+  const std::string target = fmt::format("{}:{}", inet_ntoa(opts.server.sin_addr), ntohs(opts.server.sin_port));
+  Results results("grpc-generic-floor", "gRPC async generic floor", opts);
+  pin_cpus(opts.cpu);
+  GenericClient client(ConnectedChannel(target));
+
+  results.print_header();
+  for (const uint64_t size : opts.sizes) {
+    const SizeRun run = plan_size(opts, size);
+    // One slice, built once per size: gRPC sends it by reference, as psbench sends payloads.
+    grpc::Slice slice(size);
+    fill_payload(reinterpret_cast<char*>(const_cast<uint8_t*>(slice.begin())), size);
+    const grpc::ByteBuffer message(&slice, 1);
+    if (opts.pingpong) {
+      std::vector<int64_t> rtt;
+      rtt.reserve(static_cast<size_t>(run.iterations));
+      std::unique_ptr<ClientCall> last;
+      for (int64_t i = 0; i < run.warmup + run.iterations; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        client.Start(kEcho, message);
+        last = client.Next();
+        const auto t1 = std::chrono::steady_clock::now();
+        if (last->reply.Length() != size) fatal(fmt::format("echo of {} bytes came back as {}", size, last->reply.Length()));
+        if (i >= run.warmup) rtt.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+      }
+      grpc::Slice back;
+      if (!last->reply.DumpToSingleSlice(&back).ok() ||
+          !std::equal(back.begin(), back.end(), slice.begin(), slice.end())) {
+        fatal("echoed payload differs");
+      }
+      results.add_latency(run, rtt);
+    } else {
+      // Keep `window` calls in flight: start one more as each completes.
+      auto batch = [&](int64_t count) {
+        int64_t started = 0;
+        for (; started < std::min<int64_t>(opts.window, count); ++started) client.Start(kPush, message);
+        for (int64_t done = 0; done < count; ++done) {
+          client.Next();
+          if (started < count) {
+            client.Start(kPush, message);
+            ++started;
+          }
+        }
+      };
+      batch(run.warmup);
+      const auto t0 = std::chrono::steady_clock::now();
+      batch(run.iterations);
+      results.add_throughput(run, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  client.Start(kBye, Empty());  // best effort; only a --once server cares
+  client.Next();
+  return 0;
+}
+
+}  // namespace psbench::floors
