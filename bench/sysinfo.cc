@@ -1,5 +1,7 @@
 #include "bench/sysinfo.h"
 
+#include "bench/alloc/alloc_policy.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -183,6 +185,7 @@ nlohmann::json Environment() {
         {"grpc", grpc::Version()},
         {"protobuf", google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)},
         {"compiler", absl::StrCat("g++ ", __VERSION__)}}},
+      {"allocator", AllocatorPolicy()},
   };
 }
 

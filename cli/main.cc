@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "bench/alloc/alloc_policy.h"
 #include "bench/cli.h"
 #include "cli/cluster_command.h"
 #include "cli/launch/process.h"
@@ -56,6 +57,9 @@ int Dispatch(int argc, char** argv) {
 }  // namespace psbench
 
 int main(int argc, char** argv) {
+  // As the PS and workers, so that what runs in this process (the floors' records, psbench
+  // train's in-process parts) says the same.
+  psbench::FixAllocatorPolicy();
   // Ranks orphaned by a dying mpirun come back to us and are reaped before we exit.
   psbench::AdoptOrphans();
   int code = psbench::Dispatch(argc, argv);

@@ -9,6 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "bench/alloc/alloc_policy.h"
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
 #include "bench/sysinfo.h"
@@ -137,4 +138,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace psbench
 
-int main(int argc, char** argv) { return psbench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  psbench::FixAllocatorPolicy();  // before any thread starts
+  return psbench::Main(argc, argv);
+}

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "bench/alloc/alloc_policy.h"
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
 #include "bench/report.h"
@@ -309,4 +310,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace psbench
 
-int main(int argc, char** argv) { return psbench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  psbench::FixAllocatorPolicy();  // before any thread starts
+  return psbench::Main(argc, argv);
+}

@@ -18,6 +18,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "bench/alloc/alloc_policy.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
 
@@ -204,6 +205,7 @@ std::string errno_str() { return std::strerror(errno); }
 // ---- command line ------------------------------------------------------------
 
 Role parse_command_line(int argc, char** argv, const Program& program) {
+  psbench::FixAllocatorPolicy();  // as psbench's own processes, before any thread starts
   g_program_name = program.name;
   absl::SetProgramUsageMessage(absl::string_view(program.usage.data(), program.usage.size()));
   absl::FlagsUsageConfig usage;  // --help lists the program's own flags (binary and file names differ)
@@ -337,7 +339,8 @@ void Results::add_throughput(const SizeRun& run, double seconds) {
 
 nlohmann::json Results::base_record(const SizeRun& run) const {
   nlohmann::json rec = {
-      {"tool", tool_}, {"test", test_}, {"bytes", run.size}, {"iterations", run.iterations}, {"warmup", run.warmup}};
+      {"tool", tool_}, {"test", test_}, {"bytes", run.size}, {"iterations", run.iterations}, {"warmup", run.warmup},
+      {"allocator", psbench::AllocatorPolicy()}};
   if (!cpu_.empty()) rec["cpu"] = cpu_;
   return rec;
 }

@@ -19,6 +19,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "bench/alloc/alloc_policy.h"
 #include "bench/cli.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
@@ -204,4 +205,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace psbench
 
-int main(int argc, char** argv) { return psbench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  psbench::FixAllocatorPolicy();  // as psbench's own processes, before MPI starts threads
+  return psbench::Main(argc, argv);
+}

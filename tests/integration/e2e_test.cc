@@ -1,5 +1,6 @@
 // End to end: real psbench-ps, psbench-worker and psbench processes on loopback, checked
 // through their exit status and their JSON records.
+#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -124,6 +125,14 @@ void ExpectRecord(const Json& r, const Expected& e) {
   EXPECT_GE(env.value("online_cpus", 0), 1);
   for (const char* v : {"psbench", "grpc", "protobuf", "compiler"}) {
     EXPECT_FALSE(env["versions"].value(v, "").empty()) << "environment.versions." << v;
+  }
+  // The allocator's large-block policy is fixed (bench/alloc/alloc_policy.h), unless the
+  // environment tunes malloc itself.
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool tuned = tunables != nullptr && std::string(tunables).find("glibc.malloc.") != std::string::npos;
+  EXPECT_EQ(env["allocator"].value("policy", ""), tuned ? "GLIBC_TUNABLES" : "fixed") << env.dump();
+  if (!tuned) {
+    EXPECT_EQ(env["allocator"].value("mmap_threshold", 0), 32 << 20) << env.dump();
   }
   EXPECT_TRUE(r["cpu"]["worker"].contains("utilization"));
   EXPECT_EQ(r["cpu"]["ps"].size(), e.num_ps);
@@ -508,6 +517,17 @@ TEST_F(E2ETest, RunHandsItsWorkerTheWholeScenario) {
   EXPECT_EQ(cfg.value("warmup_iterations", 0), 3);
   EXPECT_EQ(cfg.value("skew_bias", ""), "small");
   EXPECT_EQ(cfg.value("categories", ""), "S,L");
+}
+
+// A user's own malloc tuning stands, and the records say so.
+TEST_F(E2ETest, GlibcTunablesKeepTheUsersAllocatorPolicy) {
+  Argv argv = RunArgv({"--benchmark=latency", "--sizes=1M:1M", "--iterations=20"});
+  argv.insert(argv.begin(), {"/usr/bin/env", "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072"});
+  auto records = RunForRecords(argv);
+  ASSERT_EQ(records.size(), 1u);
+  const Json& allocator = records[0]["environment"]["allocator"];
+  EXPECT_EQ(allocator.value("policy", ""), "GLIBC_TUNABLES") << allocator.dump();
+  EXPECT_EQ(allocator.value("tunables", ""), "glibc.malloc.mmap_threshold=131072") << allocator.dump();
 }
 
 TEST_F(E2ETest, DefaultTourRunsNineBenchmarks) {
