@@ -29,6 +29,9 @@ void FixAllocatorPolicy() {
   // Setting either threshold also ends glibc's adjusting of both.
   if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1) {
     Policy() = {{"policy", "fixed"}, {"mmap_threshold", kMmapThreshold}, {"trim_threshold", kTrimThreshold}};
+  } else {
+    // Another allocator stands in for glibc's (a sanitizer's, or one preloaded).
+    Policy() = {{"policy", "not fixed: mallopt refused"}};
   }
 }
 

@@ -17,8 +17,8 @@ namespace psbench {
 void FixAllocatorPolicy();
 
 // {"policy": "fixed", "mmap_threshold": B, "trim_threshold": B}, {"policy": "GLIBC_TUNABLES",
-// "tunables": "..."} or {"policy": "glibc default"} (not fixed: FixAllocatorPolicy not called,
-// or mallopt refused).
+// "tunables": "..."}, {"policy": "not fixed: mallopt refused"} (another allocator stands in
+// for glibc's), or {"policy": "glibc default"} before FixAllocatorPolicy.
 nlohmann::json AllocatorPolicy();
 
 }  // namespace psbench
