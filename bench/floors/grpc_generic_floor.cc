@@ -84,6 +84,7 @@ class Call {
 // ---- client ----------------------------------------------------------------
 
 struct ClientCall {
+  const char* method = nullptr;
   grpc::ClientContext ctx;
   grpc::ByteBuffer reply;
   grpc::Status status;
@@ -102,6 +103,7 @@ class GenericClient {
 
   void Start(const char* method, const grpc::ByteBuffer& message) {
     auto* call = new ClientCall;
+    call->method = method;
     call->rpc = stub_.PrepareUnaryCall(&call->ctx, method, message, &cq_);
     call->rpc->StartCall();
     call->rpc->Finish(&call->reply, &call->status, call);
@@ -113,7 +115,10 @@ class GenericClient {
     if (!cq_.Next(&tag, &ok)) fatal("completion queue shut down");
     std::unique_ptr<ClientCall> call(static_cast<ClientCall*>(tag));
     if (!ok || !call->status.ok()) {
-      fatal(fmt::format("call failed: {} ({})", call->status.error_message(), int(call->status.error_code())));
+      const bool unimplemented = call->status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+      fatal(fmt::format("{}: gRPC status {}{} {}{}", call->method, int(call->status.error_code()),
+                        unimplemented ? " (UNIMPLEMENTED)" : "", call->status.error_message(),
+                        unimplemented ? "; is the server a psbench-floor-grpc --api=generic?" : ""));
     }
     return call;
   }
