@@ -17,6 +17,8 @@ def load(out_dir):
             r = json.loads(line)
             if "tool" in r:  # a floor
                 names = {"tcp-floor": "tcp", "grpc-unary-baseline": "grpc-unary", "grpc-generic-floor": "grpc-generic"}
+                if r["tool"] not in names:  # another floor's record: not in these tables
+                    continue
                 what = names[r["tool"]] + "/" + r["test"]
                 size = r["bytes"]
                 value = r["latency_us"]["p50"] if r["test"] == "pingpong" else r["mb_per_s"]

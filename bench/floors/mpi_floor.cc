@@ -123,7 +123,7 @@ int Main(int argc, char** argv) {
       int count = static_cast<int>(size);
       nlohmann::json record = {{"tool", kProgram}, {"test", kind}, {"bytes", size},
                                {"iterations", iterations}, {"warmup", warmup},
-                               {"mpi", library}, {"host", processor}};
+                               {"mpi", library}, {"host", processor}, {"allocator", AllocatorPolicy()}};
       MPI_Barrier(MPI_COMM_WORLD);
       if (pingpong) {
         std::vector<double> round_trips;

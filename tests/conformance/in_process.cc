@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,16 +73,13 @@ class InProcessRun final : public ::testing::Test, public PsSide {
     for (size_t i = 0; i < servers_.size(); ++i) StopServer(i);
   }
 
+  // Returns once PS `i` has stopped, whichever thread stops it.
   void StopServer(size_t i) {
-    std::unique_ptr<Server> server;
-    {
-      std::lock_guard lock(mu_);
-      if (i >= servers_.size()) return;
-      server = std::move(servers_[i]);
-    }
-    if (!server) return;
-    server->Shutdown();
-    server->Wait();
+    std::lock_guard lock(mu_);
+    if (i >= servers_.size() || !servers_[i]) return;
+    servers_[i]->Shutdown();
+    servers_[i]->Wait();
+    servers_[i].reset();
   }
 
   std::unique_ptr<Client> MakeClient(bool validate) {
@@ -120,14 +118,13 @@ class InProcessRun final : public ::testing::Test, public PsSide {
     ASSERT_TRUE(port.ok()) << port.status();
     addresses_.push_back(absl::StrCat(target_.transport == "loopback" ? "loopback" : "127.0.0.1",
                                       ":", *port));
-    std::lock_guard lock(mu_);
-    servers_.push_back(std::move(server));
+    servers_.push_back(std::move(server));  // before any worker or PS-side thread starts
   }
 
   const Target target_;
   const Case& case_;
   Handlers handlers_;  // outlives the servers: Stop() runs before the destructor
-  std::mutex mu_;      // servers_: stopped from a worker's or the PS side's thread
+  std::mutex mu_;      // held while a PS stops, from a worker's or the PS side's thread
   std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::string> addresses_;
 };
@@ -161,7 +158,7 @@ std::vector<Target> Targets() {
 #endif
 }
 
-// Registered before main runs, as TEST_P's are.
+// Registered before main runs, as plain TESTs are (gtest_discover_tests lists them).
 const bool registered = [] {
   for (const Case& c : Cases()) {
     for (const Target& t : Targets()) {

@@ -7,6 +7,7 @@
 // Each rank is a GoogleTest program of one test and prints its result as one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -111,9 +112,10 @@ class WorkerRank final : public ::testing::Test {
   void TestBody() override {
     // PS ranks come first in the job (MPMD order), workers after them.
     int index = WorldRank() - case_.servers;
-    ASSERT_GE(index, 0) << "not a worker rank of an MPI job (rank " << WorldRank() << ")";
-    RankWorker worker(index, case_.workers);
-    case_.worker(worker);
+    EXPECT_GE(index, 0) << "not a worker rank of an MPI job (rank " << WorldRank() << ")";
+    // Built even then: it joins the job and leaves it, so that the PS does not wait for it.
+    RankWorker worker(std::max(index, 0), case_.workers);
+    if (index >= 0) case_.worker(worker);
   }
 
  private:
