@@ -30,13 +30,11 @@ namespace {
 // acknowledgement, its reply as its echo.
 enum What { kAckReceive, kEchoReceive, kSend };
 
+// A payload travels as one MPI message per buffer (mpi_wire.h): each contiguous, so that MPI
+// moves a large one with a single copy (CMA on one node) instead of packing it through its
+// pipeline, which stalls whenever the peer is not running.
 struct Registered {
   const Payload* payload = nullptr;
-  // The payload as one MPI message: its single buffer as bytes, or an hindexed datatype over
-  // all its buffers (absolute addresses, sent from MPI_BOTTOM).
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  const void* base = nullptr;
-  int count = 0;
   std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
   size_t max_ack = 0;
   size_t max_reply = 0;  // an exchange's reply metadata, at most
@@ -83,9 +81,6 @@ class MpiClient final : public Client {
       std::fprintf(stderr, "psbench-worker (MPI rank %d): ending the MPI job with %zu MPI "
                    "requests unfinished\n", job_->rank(), table_.in_flight());
       job_->Abort(1);
-    }
-    for (auto& r : registered_) {
-      if (r && r->type != MPI_DATATYPE_NULL) MPI_Type_free(&r->type);
     }
     // Every PS of the job counts its workers out before it leaves.
     RequestHeader bye;
@@ -151,35 +146,11 @@ class MpiClient final : public Client {
     if (!job_) return absl::FailedPreconditionError("grpc+mpi: Register before Connect");
     if (payload.total_bytes() > kMaxMessageBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "grpc+mpi sends a payload as one MPI message, of at most 2 GiB - 1 bytes (MPI counts "
+          "grpc+mpi sends payloads of at most 2 GiB - 1 bytes (MPI counts "
           "are int); this one has ", payload.total_bytes()));
     }
     auto reg = std::make_unique<Registered>();
     reg->payload = &payload;
-    const auto& iov = payload.iov();
-    if (iov.size() == 1) {
-      reg->base = iov[0].iov_base;
-      reg->count = static_cast<int>(iov[0].iov_len);
-    } else if (!iov.empty()) {
-      // Built once per payload: each message then goes straight from the buffers.
-      std::vector<int> lengths;
-      std::vector<MPI_Aint> addresses;
-      for (const iovec& v : iov) {
-        MPI_Aint address;
-        MPI_Get_address(v.iov_base, &address);
-        lengths.push_back(static_cast<int>(v.iov_len));
-        addresses.push_back(address);
-      }
-      int rc = MPI_Type_create_hindexed(static_cast<int>(iov.size()), lengths.data(),
-                                        addresses.data(), MPI_BYTE, &reg->type);
-      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&reg->type);
-      if (rc != MPI_SUCCESS) {
-        return absl::InternalError(absl::StrCat("MPI_Type_create_hindexed over ", iov.size(),
-                                                " buffers: ", MpiErrorText(rc)));
-      }
-      reg->base = MPI_BOTTOM;
-      reg->count = 1;
-    }
     RequestHeader h;
     h.flags = options_.validate ? kValidate : 0;
     h.total_bytes = payload.total_bytes();
@@ -205,7 +176,6 @@ class MpiClient final : public Client {
       // A later payload may be allocated where this one was: forget its header.
       if (o->header_of == r.get()) o->header_of = nullptr;
     }
-    if (r->type != MPI_DATATYPE_NULL) MPI_Type_free(&r->type);
     r.reset();
   }
 
@@ -251,16 +221,20 @@ class MpiClient final : public Client {
                        o->data_tag, comm, r);
     });
     if (op == Op::kEcho) {
-      Post(o, kEchoReceive, [&](MPI_Request* r) {
-        return MPI_Irecv(o->echo.data(), static_cast<int>(total), MPI_BYTE, p.rank, o->data_tag,
-                         comm, r);
-      });
+      // Laid out as the payload, without gaps: buffer after buffer.
+      std::byte* at = o->echo.data();
+      for (uint64_t size : o->reg->payload->sizes()) {
+        Post(o, kEchoReceive, [&](MPI_Request* r) {
+          return MPI_Irecv(at, static_cast<int>(size), MPI_BYTE, p.rank, o->data_tag, comm, r);
+        });
+        at += size;
+      }
     }
     Post(o, kSend, [&](MPI_Request* r) {
       return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
                        kControlTag, comm, r);
     });
-    Post(o, kSend, [&](MPI_Request* r) { return SendPayload(*o->reg, p.rank, o->data_tag, r); });
+    SendPayload(o, *o->reg, p.rank);
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
 
@@ -309,20 +283,19 @@ class MpiClient final : public Client {
       return MPI_Irecv(o->ack.data(), static_cast<int>(req->max_reply), MPI_BYTE, p.rank,
                        o->data_tag, comm, r);
     });
-    Post(o, kEchoReceive, [&](MPI_Request* r) {
-      // Registered payloads are const to a transport; a reply payload is the caller's to be
-      // written.
-      const Registered& reg = *rep;
-      return reg.type != MPI_DATATYPE_NULL
-                 ? MPI_Irecv(MPI_BOTTOM, 1, reg.type, p.rank, o->data_tag, comm, r)
-                 : MPI_Irecv(const_cast<void*>(reg.base), reg.count, MPI_BYTE, p.rank,
-                             o->data_tag, comm, r);
-    });
+    // Registered payloads are const to a transport; a reply payload is the caller's to be
+    // written.
+    for (const iovec& v : rep->payload->iov()) {
+      Post(o, kEchoReceive, [&](MPI_Request* r) {
+        return MPI_Irecv(v.iov_base, static_cast<int>(v.iov_len), MPI_BYTE, p.rank, o->data_tag,
+                         comm, r);
+      });
+    }
     Post(o, kSend, [&](MPI_Request* r) {
       return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
                        kControlTag, comm, r);
     });
-    Post(o, kSend, [&](MPI_Request* r) { return SendPayload(*req, p.rank, o->data_tag, r); });
+    SendPayload(o, *req, p.rank);
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
 
@@ -393,11 +366,14 @@ class MpiClient final : public Client {
                : nullptr;
   }
 
-  // One message straight from a registered payload's buffers.
-  int SendPayload(const Registered& reg, int rank, int tag, MPI_Request* r) {
-    return reg.type != MPI_DATATYPE_NULL
-               ? MPI_Isend(MPI_BOTTOM, 1, reg.type, rank, tag, job_->comm(), r)
-               : MPI_Isend(reg.base, reg.count, MPI_BYTE, rank, tag, job_->comm(), r);
+  // The payload's buffers, one message each, straight from their memory, on the op's tag.
+  void SendPayload(PendingOp* o, const Registered& reg, int rank) {
+    for (const iovec& v : reg.payload->iov()) {
+      Post(o, kSend, [&](MPI_Request* r) {
+        return MPI_Isend(v.iov_base, static_cast<int>(v.iov_len), MPI_BYTE, rank, o->data_tag,
+                         job_->comm(), r);
+      });
+    }
   }
 
   // After a failed post the op posts nothing more; whatever it did post finishes or expires.
@@ -427,7 +403,11 @@ class MpiClient final : public Client {
     if (error == MPI_SUCCESS && what != kSend) {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
-      (what == kAckReceive ? o.ack_bytes : o.echo_bytes) = count;
+      if (what == kAckReceive) {
+        o.ack_bytes = count;
+      } else {
+        o.echo_bytes += count;  // one message per buffer
+      }
     }
     if (o.outstanding == 0) Finish(o);
   }

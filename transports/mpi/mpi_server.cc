@@ -46,13 +46,15 @@ struct PsRequest {
   AckMeta ack;
   std::string ack_bytes;
   int outstanding = 0;  // MPI requests of this request not yet finished
+  // Receiving the payload, one message per buffer: the first error, and the bytes so far.
+  int first_error = MPI_SUCCESS;
+  uint64_t received = 0;
   bool replied = false;
   // Over --max-message-size: drained into no memory at all (MPI truncates it) and refused.
   bool oversize = false;
   // kExchange: the request as its handler sees it, received straight into pooled memory laid
   // out like a payload; the reply overwrites it there and goes back from there.
   std::shared_ptr<ExchangeBuffers> exchange;
-  MPI_Datatype type = MPI_DATATYPE_NULL;  // over the exchange's buffers, when more than one
   ExchangeReplyMeta reply;
   std::string reply_bytes;
 };
@@ -255,34 +257,48 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     r->total = h.total_bytes;
     r->corrupt = options_.corrupt_every > 0 && ++received_ % options_.corrupt_every == 0;
     r->replied = false;
+    r->first_error = MPI_SUCCESS;
+    r->received = 0;
     r->oversize = r->total > options_.max_message_bytes;
     r->meta_status = DecodePayloadMeta(
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(header_.data()) + sizeof h,
                                    header_.size() - sizeof h),
         r->validate, r->total, &r->meta);
+    if (!r->meta_status.ok()) {
+      // Without the buffer sizes, the messages that follow cannot be told apart.
+      Fatal(r->source, absl::StrCat("a request's payload metadata: ", r->meta_status.message()));
+    }
     if (r->oversize) {
       // The worker sent it already: take it off the wire without a buffer (MPI reports the
       // truncation, this communicator returns errors) and refuse it.
-      Post(*r, [&](MPI_Request* req) {
-        return MPI_Irecv(nullptr, 0, MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
-      });
+      for (size_t i = 0; i < r->meta.sizes.size(); ++i) {
+        Post(*r, [&](MPI_Request* req) {
+          return MPI_Irecv(nullptr, 0, MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
+        });
+      }
+      if (r->outstanding == 0) OnDone(*r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);
       return true;
     }
-    if (r->kind == kExchange && r->meta_status.ok() && hub_->handler() != nullptr) {
+    if (r->kind == kExchange && hub_->handler() != nullptr) {
       ReceiveExchange(*r);
       return true;
     }
-    // Anything else is received as bytes (an exchange that will be refused, to drain it).
+    // Anything else is received as bytes, buffer after buffer (an exchange that will be
+    // refused, to drain it).
     r->buffer.Reserve(r->total);
-    Post(*r, [&](MPI_Request* req) {
-      return MPI_Irecv(r->buffer.data(), static_cast<int>(r->total), MPI_BYTE, r->source,
-                       r->data_tag, job_->comm(), req);
-    });
+    std::byte* at = r->buffer.data();
+    for (uint64_t size : r->meta.sizes) {
+      Post(*r, [&](MPI_Request* req) {
+        return MPI_Irecv(at, static_cast<int>(size), MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
+      });
+      at += size;
+    }
+    if (r->outstanding == 0) OnDone(*r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);  // no buffers
     return true;
   }
 
-  // Receives an exchange's payload straight into its place in pooled memory: one message,
-  // scattered over the buffers by an hindexed datatype.
+  // Receives an exchange's payload straight into its place in pooled memory, one message per
+  // buffer.
   void ReceiveExchange(PsRequest& r) {
     auto buffers = std::make_shared<ExchangeBuffers>();
     buffers->sizes = r.meta.sizes;
@@ -294,45 +310,32 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     buffers->PlaceReply(offsets);
     buffers->request.assign(buffers->reply.begin(), buffers->reply.end());  // in place
     r.exchange = buffers;
-    if (buffers->sizes.size() > 1) {
-      std::vector<int> lengths(buffers->sizes.begin(), buffers->sizes.end());
-      std::vector<MPI_Aint> displacements(offsets.begin(), offsets.end());
-      int rc = MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                        displacements.data(), MPI_BYTE, &r.type);
-      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&r.type);
-      if (rc != MPI_SUCCESS) Fatal(r.source, absl::StrCat("MPI_Type_create_hindexed: ", MpiErrorText(rc)));
+    for (const auto& b : buffers->reply) {
+      Post(r, [&](MPI_Request* req) {
+        return MPI_Irecv(b.data(), static_cast<int>(b.size()), MPI_BYTE, r.source, r.data_tag,
+                         job_->comm(), req);
+      });
     }
-    Post(r, [&](MPI_Request* req) {
-      return r.type != MPI_DATATYPE_NULL
-                 ? MPI_Irecv(buffers->block->data(), 1, r.type, r.source, r.data_tag,
-                             job_->comm(), req)
-                 : MPI_Irecv(buffers->reply.empty() ? nullptr : buffers->reply[0].data(),
-                             static_cast<int>(r.total), MPI_BYTE, r.source, r.data_tag,
-                             job_->comm(), req);
-    });
+    if (r.outstanding == 0) OnDone(r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);  // no buffers
   }
 
   // The exchange's payload is in: check it and hand it to the handler, or refuse it.
-  void OnExchangeReceived(PsRequest& r, const MPI_Status& status, int error) {
+  void OnExchangeReceived(PsRequest& r) {
     absl::Status verdict;
-    int count = 0;
     if (r.oversize) {
       SendExchangeReply(r, absl::ResourceExhaustedError(
                                absl::StrCat("PS: ", OversizeError(r).message())));
       return;
     }
-    if (error != MPI_SUCCESS) {
-      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
-    } else {
-      MPI_Get_count(&status, MPI_BYTE, &count);
+    if (r.first_error != MPI_SUCCESS) {
+      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(r.first_error)));
     }
     if (hub_->handler() == nullptr) {
       SendExchangeReply(r, NoExchangeHandlerError());
       return;
     }
-    if (verdict.ok() && !r.meta_status.ok()) verdict = r.meta_status;  // drained, not kept
-    if (verdict.ok() && static_cast<uint64_t>(count) != r.total) {
-      verdict = absl::DataLossError(absl::StrCat("received ", count, " of ", r.total, " bytes"));
+    if (verdict.ok() && r.received != r.total) {
+      verdict = absl::DataLossError(absl::StrCat("received ", r.received, " of ", r.total, " bytes"));
     }
     if (verdict.ok()) {
       // Injected faults hit an exchange before the PS checks it, as a push.
@@ -393,19 +396,20 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       return MPI_Isend(r.reply_bytes.data(), static_cast<int>(r.reply_bytes.size()), MPI_BYTE,
                        r.source, r.data_tag, job_->comm(), req);
     });
-    Post(r, [&](MPI_Request* req) {
-      if (!with_data) return MPI_Isend(nullptr, 0, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
-      const ExchangeBuffers& b = *r.exchange;
-      return r.type != MPI_DATATYPE_NULL
-                 ? MPI_Isend(b.block->data(), 1, r.type, r.source, r.data_tag, job_->comm(), req)
-                 : MPI_Isend(b.reply.empty() ? nullptr : b.reply[0].data(),
-                             static_cast<int>(r.total), MPI_BYTE, r.source, r.data_tag,
-                             job_->comm(), req);
-    });
+    // One message per buffer of the request: the worker has a receive posted for each.
+    for (size_t i = 0; i < r.meta.sizes.size(); ++i) {
+      Post(r, [&](MPI_Request* req) {
+        if (!with_data) return MPI_Isend(nullptr, 0, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
+        std::span<std::byte> b = r.exchange->reply[i];
+        return MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r.source, r.data_tag,
+                         job_->comm(), req);
+      });
+    }
   }
 
-  void OnDone(PsRequest& r, const MPI_Status& status, int error) {
-    --r.outstanding;
+  // One MPI request of `r` finished (`counted`: a real one, not a payload of no buffers).
+  void OnDone(PsRequest& r, const MPI_Status& status, int error, bool counted = true) {
+    if (counted) --r.outstanding;
     if (r.replied) {
       if (error != MPI_SUCCESS) {
         Fatal(r.source, absl::StrCat("replying: ", MpiErrorText(error)));
@@ -413,29 +417,34 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       if (r.outstanding == 0) Recycle(r);
       return;
     }
+    // Receiving: one message per buffer, all in before the request is judged.
+    if (error != MPI_SUCCESS) {
+      if (r.first_error == MPI_SUCCESS) r.first_error = error;
+    } else if (counted) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      r.received += static_cast<uint64_t>(count);
+    }
+    if (r.outstanding > 0) return;
     if (r.kind == kExchange) {
-      OnExchangeReceived(r, status, error);
+      OnExchangeReceived(r);
       return;
     }
     // The payload is in.
     absl::Status verdict;
     r.checksums.clear();
-    int count = 0;
+    const int count = static_cast<int>(r.received);
     if (r.oversize) {
       verdict = OversizeError(r);
-    } else if (error != MPI_SUCCESS) {
-      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(error)));
-    } else {
-      MPI_Get_count(&status, MPI_BYTE, &count);
+    } else if (r.first_error != MPI_SUCCESS) {
+      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(r.first_error)));
     }
     std::span<std::byte> data(r.buffer.data(), static_cast<size_t>(count));
     // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
     bool damage = r.corrupt && !data.empty();
     if (damage && r.kind == kPush) data[data.size() / 2] ^= std::byte{0x5a};
-    if (verdict.ok() && static_cast<uint64_t>(count) != r.total) {
-      verdict = absl::DataLossError(absl::StrCat("received ", count, " of ", r.total, " bytes"));
-    } else if (verdict.ok() && !r.meta_status.ok()) {
-      verdict = r.meta_status;
+    if (verdict.ok() && r.received != r.total) {
+      verdict = absl::DataLossError(absl::StrCat("received ", r.received, " of ", r.total, " bytes"));
     } else if (verdict.ok() && r.validate) {
       uint64_t offset = 0;
       for (uint64_t size : r.meta.sizes) {
@@ -463,10 +472,18 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
                        r.source, r.data_tag, job_->comm(), req);
     });
     if (r.kind == kEcho) {
-      // Back from the buffer it arrived in; the acknowledgement goes first on this tag.
-      Post(r, [&](MPI_Request* req) {
-        return MPI_Isend(data.data(), count, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
-      });
+      // Back from the buffer it arrived in, one message per buffer (empty ones when it did
+      // not arrive whole: the worker has a receive posted for each); the acknowledgement goes
+      // first on this tag.
+      const bool whole = r.first_error == MPI_SUCCESS && r.received == r.total;
+      std::byte* at = data.data();
+      for (uint64_t size : r.meta.sizes) {
+        Post(r, [&](MPI_Request* req) {
+          return MPI_Isend(whole ? at : nullptr, whole ? static_cast<int>(size) : 0, MPI_BYTE, r.source,
+                           r.data_tag, job_->comm(), req);
+        });
+        at += size;
+      }
     }
   }
 
@@ -485,7 +502,6 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   void Recycle(PsRequest& r) {
-    if (r.type != MPI_DATATYPE_NULL) MPI_Type_free(&r.type);
     r.exchange.reset();  // a handler that still holds it keeps the memory
     spare_.push_back(&r);
   }
