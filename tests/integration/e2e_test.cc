@@ -1,6 +1,5 @@
 // End to end: real psbench-ps, psbench-worker and psbench processes on loopback, checked
 // through their exit status and their JSON records.
-#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -126,25 +125,8 @@ void ExpectRecord(const Json& r, const Expected& e) {
   for (const char* v : {"psbench", "grpc", "protobuf", "compiler"}) {
     EXPECT_FALSE(env["versions"].value(v, "").empty()) << "environment.versions." << v;
   }
-  // The allocator's large-block policy is fixed (bench/alloc/alloc_policy.h), unless the
-  // environment tunes malloc itself.
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  const bool tuned = tunables != nullptr && std::string(tunables).find("glibc.malloc.") != std::string::npos;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // A sanitizer's allocator stands in for glibc's and may refuse mallopt: then it says so.
-  const bool sanitizer = true;
-#else
-  const bool sanitizer = false;
-#endif
-  const std::string policy = env["allocator"].value("policy", "");
-  if (sanitizer && !tuned && policy != "fixed") {
-    EXPECT_EQ(policy, "not fixed: mallopt refused") << env.dump();
-  } else {
-    EXPECT_EQ(policy, tuned ? "GLIBC_TUNABLES" : "fixed") << env.dump();
-  }
-  if (!tuned && policy == "fixed") {
-    EXPECT_EQ(env["allocator"].value("mmap_threshold", 0), 32 << 20) << env.dump();
-  }
+  // The allocator's large-block policy is fixed (bench/alloc/alloc_policy.h).
+  ExpectAllocatorPolicy(env["allocator"]);
   EXPECT_TRUE(r["cpu"]["worker"].contains("utilization"));
   EXPECT_EQ(r["cpu"]["ps"].size(), e.num_ps);
   EXPECT_GT(r["placement"]["worker"].value("pid", 0), 0);

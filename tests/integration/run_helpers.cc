@@ -353,6 +353,19 @@ std::vector<Json> ReadJsonLines(const std::string& path) {
   return records;
 }
 
+void ExpectAllocatorPolicy(const Json& allocator) {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::string(tunables).find("glibc.malloc.") != std::string::npos) {
+    EXPECT_EQ(allocator.value("policy", ""), "GLIBC_TUNABLES") << allocator.dump();
+    return;
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  if (allocator.value("policy", "") == "not fixed: mallopt refused") return;
+#endif
+  EXPECT_EQ(allocator.value("policy", ""), "fixed") << allocator.dump();
+  EXPECT_EQ(allocator.value("mmap_threshold", 0), 32 << 20) << allocator.dump();
+}
+
 void ExpectNoChildrenLeft() {
   for (const ProcInfo& c : ChildrenOf(getpid())) {
     if (c.state == 'Z') continue;  // already dead; reaped below
