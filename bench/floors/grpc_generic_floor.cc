@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fmt/core.h"
+#include "grpc_channel.h"
 
 namespace psbench::floors {
 namespace {
@@ -128,21 +129,6 @@ class GenericClient {
   grpc::GenericStub stub_;
   grpc::CompletionQueue cq_;
 };
-
-std::shared_ptr<grpc::Channel> ConnectedChannel(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  // Connecting up front keeps connection setup out of the warmup and turns a refused
-  // connection into a usage error rather than a failed first call.
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
-  for (auto state = channel->GetState(true); state != GRPC_CHANNEL_READY; state = channel->GetState(true)) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) usage_error(fmt::format("cannot connect to {}", target));
-    if (!channel->WaitForStateChange(state, deadline)) usage_error(fmt::format("cannot connect to {}: timed out", target));
-  }
-  return channel;
-}
 
 }  // namespace
 

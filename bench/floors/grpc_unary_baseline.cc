@@ -35,6 +35,7 @@
 #include "baseline.pb.h"
 #include "floor_common.h"
 #include "fmt/core.h"
+#include "grpc_channel.h"
 #include "grpc_generic_floor.h"
 
 ABSL_FLAG(std::string, api, "unary",
@@ -130,19 +131,7 @@ int run_client() {
   floors::Results results("grpc-unary-baseline", "gRPC unary baseline", opts);
   floors::pin_cpus(opts.cpu);
 
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  // Connecting up front keeps connection setup out of the warmup and turns a
-  // refused connection into a usage error rather than a failed first call.
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
-  for (auto state = channel->GetState(true); state != GRPC_CHANNEL_READY; state = channel->GetState(true)) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) usage_error(fmt::format("cannot connect to {}", target));
-    if (!channel->WaitForStateChange(state, deadline))
-      usage_error(fmt::format("cannot connect to {}: timed out", target));
-  }
-  std::unique_ptr<Baseline::Stub> stub = Baseline::NewStub(channel);
+  std::unique_ptr<Baseline::Stub> stub = Baseline::NewStub(floors::ConnectedChannel(target));
   grpc::CompletionQueue cq;
 
   results.print_header();

@@ -29,6 +29,17 @@ ExchangeHandler* Pick(Handlers& h, Handler which) {
   return nullptr;
 }
 
+ServerOptions PsOptions(const Case& c, Handlers& handlers) {
+  ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.threads = 2;
+  so.exchange_handler = Pick(handlers, c.handler);
+  so.corrupt_every = c.corrupt_every;
+  so.max_connections = c.max_connections;
+  return so;
+}
+
 std::string Worker::Ps(size_t i) const {
   return client_ == nullptr ? "PS ?" : absl::StrCat("PS ", client_->server_address(i));
 }

@@ -96,6 +96,9 @@ struct Case {
   std::function<void(Handlers&)> after = {}; // optional: once every worker left and the PS stopped
 };
 
+// The options a case's PS serves with, on 127.0.0.1, a free port and two threads.
+ServerOptions PsOptions(const Case& c, Handlers& handlers);
+
 const std::vector<Case>& Cases();
 const Case* FindCase(const std::string& name);
 

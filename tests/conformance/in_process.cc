@@ -98,13 +98,7 @@ class InProcessRun final : public ::testing::Test, public PsSide {
 
  private:
   void StartServer() {
-    ServerOptions so;
-    so.host = "127.0.0.1";
-    so.port = 0;
-    so.threads = 2;
-    so.exchange_handler = Pick(handlers_, case_.handler);
-    so.corrupt_every = case_.corrupt_every;
-    so.max_connections = case_.max_connections;
+    ServerOptions so = PsOptions(case_, handlers_);
     so.rdma.busy_poll = target_.busy_poll;
     std::unique_ptr<Server> server;
     if (target_.transport == "loopback") {

@@ -36,14 +36,7 @@ class PsRank final : public ::testing::Test, public PsSide {
   explicit PsRank(const Case& c) : PsSide(&handlers_), case_(c) {}
 
   void TestBody() override {
-    ServerOptions so;
-    so.host = "127.0.0.1";
-    so.port = 0;
-    so.threads = 2;
-    so.exchange_handler = Pick(handlers_, case_.handler);
-    so.corrupt_every = case_.corrupt_every;
-    so.max_connections = case_.max_connections;
-    auto made = MakeServer("grpc+mpi", so);
+    auto made = MakeServer("grpc+mpi", PsOptions(case_, handlers_));
     ASSERT_TRUE(made.ok()) << made.status();
     server_ = std::move(*made);
     auto port = server_->Start();

@@ -42,6 +42,7 @@ struct PsRequest {
   PayloadMeta meta;
   absl::Status meta_status;
   AlignedBuffer buffer;  // the payload, reused from request to request
+  std::vector<std::span<std::byte>> spans;  // its buffers in `buffer` (kept: no allocation per request)
   std::vector<uint64_t> checksums;
   AckMeta ack;
   std::string ack_bytes;
@@ -271,12 +272,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     if (r->oversize) {
       // The worker sent it already: take it off the wire without a buffer (MPI reports the
       // truncation, this communicator returns errors) and refuse it.
-      for (size_t i = 0; i < r->meta.sizes.size(); ++i) {
-        Post(*r, [&](MPI_Request* req) {
-          return MPI_Irecv(nullptr, 0, MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
-        });
-      }
-      if (r->outstanding == 0) OnDone(*r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);
+      r->spans.assign(r->meta.sizes.size(), {});
+      ReceiveBuffers(*r, r->spans);
       return true;
     }
     if (r->kind == kExchange && hub_->handler() != nullptr) {
@@ -286,15 +283,26 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     // Anything else is received as bytes, buffer after buffer (an exchange that will be
     // refused, to drain it).
     r->buffer.Reserve(r->total);
+    r->spans.clear();
     std::byte* at = r->buffer.data();
     for (uint64_t size : r->meta.sizes) {
-      Post(*r, [&](MPI_Request* req) {
-        return MPI_Irecv(at, static_cast<int>(size), MPI_BYTE, r->source, r->data_tag, job_->comm(), req);
-      });
+      r->spans.emplace_back(at, size);
       at += size;
     }
-    if (r->outstanding == 0) OnDone(*r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);  // no buffers
+    ReceiveBuffers(*r, r->spans);
     return true;
+  }
+
+  // Posts one receive per buffer of the request, into `into` (empty spans drain: MPI
+  // truncates); a payload of no buffers is in at once.
+  void ReceiveBuffers(PsRequest& r, const std::vector<std::span<std::byte>>& into) {
+    for (std::span<std::byte> b : into) {
+      Post(r, [&](MPI_Request* req) {
+        return MPI_Irecv(b.data(), static_cast<int>(b.size()), MPI_BYTE, r.source, r.data_tag,
+                         job_->comm(), req);
+      });
+    }
+    if (r.outstanding == 0) OnReceived(r);
   }
 
   // Receives an exchange's payload straight into its place in pooled memory, one message per
@@ -310,13 +318,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     buffers->PlaceReply(offsets);
     buffers->request.assign(buffers->reply.begin(), buffers->reply.end());  // in place
     r.exchange = buffers;
-    for (const auto& b : buffers->reply) {
-      Post(r, [&](MPI_Request* req) {
-        return MPI_Irecv(b.data(), static_cast<int>(b.size()), MPI_BYTE, r.source, r.data_tag,
-                         job_->comm(), req);
-      });
-    }
-    if (r.outstanding == 0) OnDone(r, MPI_Status{}, MPI_SUCCESS, /*counted=*/false);  // no buffers
+    ReceiveBuffers(r, buffers->reply);
   }
 
   // The exchange's payload is in: check it and hand it to the handler, or refuse it.
@@ -407,9 +409,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
   }
 
-  // One MPI request of `r` finished (`counted`: a real one, not a payload of no buffers).
-  void OnDone(PsRequest& r, const MPI_Status& status, int error, bool counted = true) {
-    if (counted) --r.outstanding;
+  void OnDone(PsRequest& r, const MPI_Status& status, int error) {
+    --r.outstanding;
     if (r.replied) {
       if (error != MPI_SUCCESS) {
         Fatal(r.source, absl::StrCat("replying: ", MpiErrorText(error)));
@@ -420,12 +421,16 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     // Receiving: one message per buffer, all in before the request is judged.
     if (error != MPI_SUCCESS) {
       if (r.first_error == MPI_SUCCESS) r.first_error = error;
-    } else if (counted) {
+    } else {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       r.received += static_cast<uint64_t>(count);
     }
-    if (r.outstanding > 0) return;
+    if (r.outstanding == 0) OnReceived(r);
+  }
+
+  // Every buffer of the request is in (or failed): judge it, and answer or hand it on.
+  void OnReceived(PsRequest& r) {
     if (r.kind == kExchange) {
       OnExchangeReceived(r);
       return;
@@ -476,13 +481,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       // not arrive whole: the worker has a receive posted for each); the acknowledgement goes
       // first on this tag.
       const bool whole = r.first_error == MPI_SUCCESS && r.received == r.total;
-      std::byte* at = data.data();
-      for (uint64_t size : r.meta.sizes) {
+      for (std::span<std::byte> b : r.spans) {
         Post(r, [&](MPI_Request* req) {
-          return MPI_Isend(whole ? at : nullptr, whole ? static_cast<int>(size) : 0, MPI_BYTE, r.source,
-                           r.data_tag, job_->comm(), req);
+          return MPI_Isend(whole ? b.data() : nullptr, whole ? static_cast<int>(b.size()) : 0, MPI_BYTE,
+                           r.source, r.data_tag, job_->comm(), req);
         });
-        at += size;
       }
     }
   }
