@@ -191,6 +191,7 @@ const std::vector<FieldIo>& Fields() {
       Optional("label", &Record::label),
       Optional("model", &Record::model),
       Optional("engine", &Record::engine),
+      Optional("math", &Record::math),
       Optional("tls", &Record::tls),
       Optional("validate", &Record::validate),
       Optional("sync", &Record::sync),

@@ -31,7 +31,9 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                    const std::vector<std::string>& command) {
   auto model = trainer::BuildModel(settings.model);
   if (!model.ok()) Die(kProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
-  auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads);
+  auto math = trainer::ParseMath(settings.math);
+  if (!math.ok()) Die(kProgram, math.status(), kExitUsage);
+  auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads, *math);
   if (!made.ok()) Die(kProgram, made.status(), kExitUsage);
   trainer::Network& net = **made;
   const auto& params = net.params();
@@ -76,6 +78,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   std::vector<int> labels(settings.batch);
   trainer::GradientTrace trace(net);
   std::vector<double> step_s, compute_s, comm_s, losses;
+  // An engine computing outside host memory: gradient copies out, parameter copies in.
+  std::vector<double> d2h_s, exposed_s, h2d_s;
   const int total_steps = settings.warmup_steps + settings.steps;
   for (int step = 0; step < total_steps; ++step) {
     // Worker w's slice of the global batch of this step: the same samples whatever the
@@ -88,12 +92,17 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     trace.Start();
     net.Backward([&trace](int p) { trace.Ready(p); });
     const auto computed = Clock::now();
-    exchange(ExchangeHeader::kStep, step);
+    if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, step); !s.ok()) Die(kProgram, s, kExitRuntime);
     const auto exchanged = Clock::now();
+    net.ParamsChanged();
+    const auto loaded = Clock::now();
     if (step < settings.warmup_steps) continue;
     compute_s.push_back(std::chrono::duration<double>(computed - start).count());
     comm_s.push_back(std::chrono::duration<double>(exchanged - computed).count());
-    step_s.push_back(std::chrono::duration<double>(exchanged - start).count());
+    step_s.push_back(std::chrono::duration<double>(loaded - start).count());
+    d2h_s.push_back(net.staging().device_to_host_s);
+    exposed_s.push_back(net.staging().exposed_s);
+    h2d_s.push_back(std::chrono::duration<double>(loaded - exchanged).count());
     losses.push_back(loss);
   }
   // Every worker of a run gets the same flags: worker 0 alone writes the trace.
@@ -108,6 +117,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.extra["parameters"] = model->parameter_count();
   record.batch = settings.batch;
   record.engine = settings.engine;
+  record.math = settings.math;
   record.extra["engine_description"] = net.description();
   record.transport = scenario.transport;
   if (TransportHonoursMode(scenario.transport)) record.mode = std::string(WireModeName(scenario.mode));
@@ -132,7 +142,14 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.step = stats(step_s);
   record.compute = stats(compute_s);
   record.communication = stats(comm_s);
-  // A fingerprint of the final parameters (canonical layout, in double): runs that should
+  if (settings.engine != "cpu") {
+    // compute holds the gradient copies the backward pass did not hide; the step is
+    // compute + communication + parameters_to_device.
+    auto seconds = [](const std::vector<double>& s) { return trainer::SecondsStats(s); };
+    record.extra["gradients_to_host"] = seconds(d2h_s);
+    record.extra["gradients_to_host_exposed"] = seconds(exposed_s);
+    record.extra["parameters_to_device"] = seconds(h2d_s);
+  }  // A fingerprint of the final parameters (canonical layout, in double): runs that should
   // train alike (W workers of batch B, one of batch W x B) can be compared.
   double sum = 0, sum_squares = 0;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -147,12 +164,14 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.environment = Environment();
   record.command = command;
   if (!quiet) {
+    const std::string to_device =
+        settings.engine == "cpu" ? "" : fmt::format(" + to device {:.1f}", 1e3 * trainer::Summarize(h2d_s).mean_s);
     fmt::print("{} worker {}/{} batch {} over {} ({}, {} PS): {:.2f} images/s; per step {:.1f} ms "
-               "= compute {:.1f} + communication {:.1f} (means); loss {:.3f} -> {:.3f}\n",
+               "= compute {:.1f} + communication {:.1f}{} (means); loss {:.3f} -> {:.3f}\n",
                model->name, scenario.worker_index, scenario.num_workers, settings.batch,
                scenario.transport, settings.sync ? "sync" : "async", num_ps, *record.images_per_s,
                1e3 * record.step->mean_s, 1e3 * record.compute->mean_s, 1e3 * record.communication->mean_s,
-               losses.front(), losses.back());
+               to_device, losses.front(), losses.back());
   }
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);

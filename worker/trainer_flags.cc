@@ -12,6 +12,10 @@ ABSL_FLAG(std::string, trainer, "",
           "vgg11, vgg16, inception3, resnet50 (or tiny, a CIFAR-sized net for quick checks)");
 ABSL_FLAG(int, batch, 16, "trainer: images per step per worker");
 ABSL_FLAG(std::string, engine, "cpu", "trainer: compute engine, cpu (oneDNN) or gpu (cuDNN)");
+ABSL_FLAG(std::string, math, "fp32",
+          "trainer: arithmetic of the GPU engine: fp32 (FP32 FMA everywhere), tf32 (TF32 tensor "
+          "cores for convolutions and matrix products, FP32 storage) or bf16; the CPU engine "
+          "computes in fp32");
 ABSL_FLAG(int, threads, 0, "trainer: compute threads (0: all cores)");
 ABSL_FLAG(int, steps, 10, "trainer: measured steps (psbench train: iterations of each pass)");
 ABSL_FLAG(int, warmup_steps, 2, "trainer: steps run before measuring");
@@ -33,6 +37,7 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
   s.model = model_flag ? *model : absl::GetFlag(FLAGS_trainer);
   s.batch = absl::GetFlag(FLAGS_batch);
   s.engine = absl::GetFlag(FLAGS_engine);
+  s.math = absl::GetFlag(FLAGS_math);
   s.threads = absl::GetFlag(FLAGS_threads);
   s.steps = absl::GetFlag(FLAGS_steps);
   s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
@@ -46,6 +51,10 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
   if (s.model.empty())
     return absl::InvalidArgumentError(model_flag ? "--model is required (e.g. --model=vgg11)"
                                                  : "--trainer needs a model name (e.g. --trainer=vgg11)");
+  if (s.math != "fp32" && s.math != "tf32" && s.math != "bf16")
+    return absl::InvalidArgumentError("--math must be fp32, tf32 or bf16");
+  if (s.math != "fp32" && s.engine != "gpu")
+    return absl::InvalidArgumentError("--math=" + s.math + " needs --engine=gpu: the CPU engine computes in fp32");
   if (s.batch < 1 || s.batch > 4096) return absl::InvalidArgumentError("--batch must be in [1, 4096]");
   if (s.threads < 0 || s.threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   if (s.steps < 1 || s.steps > 1000000) return absl::InvalidArgumentError("--steps must be in [1, 1000000]");
@@ -61,7 +70,8 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
 std::vector<std::string> TrainerWorkerArgs(const TrainerSettings& s) {
   std::vector<std::string> args = {
       absl::StrCat("--trainer=", s.model),        absl::StrCat("--batch=", s.batch),
-      absl::StrCat("--engine=", s.engine),        absl::StrCat("--threads=", s.threads),
+      absl::StrCat("--engine=", s.engine),        absl::StrCat("--math=", s.math),
+      absl::StrCat("--threads=", s.threads),
       absl::StrCat("--steps=", s.steps),          absl::StrCat("--warmup-steps=", s.warmup_steps),
       s.sync ? "--sync" : "--async",              absl::StrCat("--learning-rate=", s.learning_rate),
       absl::StrCat("--momentum=", s.momentum)};

@@ -14,6 +14,7 @@
 ABSL_DECLARE_FLAG(std::string, trainer);
 ABSL_DECLARE_FLAG(int, batch);
 ABSL_DECLARE_FLAG(std::string, engine);
+ABSL_DECLARE_FLAG(std::string, math);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, steps);
 ABSL_DECLARE_FLAG(int, warmup_steps);
@@ -32,6 +33,7 @@ struct TrainerSettings {
   std::string model;
   int batch = 16;
   std::string engine = "cpu";
+  std::string math = "fp32";  // fp32, tf32 or bf16 (trainer::ParseMath)
   int threads = 0;
   int steps = 10;
   int warmup_steps = 2;

@@ -86,7 +86,7 @@ absl::StatusOr<Scenario> LoadScenario() {
         // Which worker of the run this is: the one thing that differs between them.
         "worker-index",
         // The trainer's settings are not part of a payload scenario.
-        "trainer", "batch", "engine", "threads", "steps", "warmup-steps", "sync", "async",
+        "trainer", "batch", "engine", "math", "threads", "steps", "warmup-steps", "sync", "async",
         "learning-rate", "momentum", "write-trace",
         // Credentials are this process's, not the scenario's.
         "tls-cert", "tls-key", "tls-ca", "tls-server-name"};

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
-"""Times torchvision models on PyTorch's CPU backend the way `psbench train` times its own:
-one fixed synthetic batch, warm-up iterations, then forward and forward+backward images/s.
+"""Times torchvision models on PyTorch the way `psbench train` times its own: one fixed
+synthetic batch, warm-up iterations, then forward and forward+backward images/s.
 
+On the CPU (the default):
 Debian's python3-torch (1.13) and python3-torchvision (0.14) use the system oneDNN 2.6, so
 the two runs share the convolution kernels; what differs is the framework around them.
 Dropout is removed (psbench's models have none), the models train in train mode (batch
 statistics), gradients are computed for every parameter. Prints one JSON object per line.
 
   python3 bench/trainer/pytorch_time.py --model=vgg11 --batch=16 --threads=2
+
+On a GPU (--device=cuda), the peer a user would pick: cuDNN autotuning on (cudnn.benchmark,
+as psbench's engine measures its algorithms), --math=fp32 (no TF32), tf32 or bf16
+(autocast), and --channels-last (NHWC, often faster on tensor cores). Each iteration is
+timed between device synchronizations.
+
+  python3 bench/trainer/pytorch_time.py --device=cuda --math=tf32 --channels-last --model=vgg16 --batch=64
 """
 import argparse
 import json
@@ -44,31 +52,60 @@ def build(name):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", default="16", help="one batch size, or several: 32,64")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--math", default="fp32", help="fp32, tf32 or bf16, or several: fp32,tf32")
+    p.add_argument("--channels-last", action="store_true")
     a = p.parse_args()
+    maths = a.math.split(",")
+    if any(m not in ("fp32", "tf32", "bf16") for m in maths):
+        sys.exit("--math takes fp32, tf32, bf16")
+    if a.device == "cpu" and (maths != ["fp32"] or a.channels_last):
+        sys.exit("--math and --channels-last are for --device=cuda")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
+    # One process for every configuration asked for: an import of torch costs seconds.
+    for model_name in a.model.split(","):
+        for batch in (int(b) for b in a.batch.split(",")):
+            for math in maths:
+                print(json.dumps(time_one(a, model_name, batch, math)), flush=True)
+
+
+def time_one(a, model_name, batch, math):
     torch.manual_seed(1)
-    model, size = build(a.model)
+    model, size = build(model_name)
     model.train()
-    x = torch.randn(a.batch, 3, size, size)
-    y = torch.randint(0, 1000, (a.batch,))
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, 1000, (batch,))
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = math == "tf32"
+        torch.backends.cudnn.allow_tf32 = math == "tf32"
+        fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+        model = model.to("cuda", memory_format=fmt)
+        x, y = x.to("cuda").contiguous(memory_format=fmt), y.to("cuda")
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def forward():
-        out = model(x)
-        return loss_fn(out, y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=math == "bf16"):
+            out = model(x)
+        return loss_fn(out.float(), y)
 
     def train():
         model.zero_grad(set_to_none=True)
         forward().backward()
 
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     for _ in range(a.warmup):
         train()
-    result = {"kind": "pytorch_timing", "model": a.model, "batch": a.batch,
+    result = {"kind": "pytorch_timing", "model": model_name, "batch": batch,
               "threads": torch.get_num_threads(), "torch": torch.__version__,
               "torchvision": torchvision.__version__,
               "mkldnn_enabled": torch.backends.mkldnn.is_available(),
@@ -77,18 +114,29 @@ def main():
               # the oneDNN and OpenMP PyTorch was built with, and the BLAS it runs on
               "build_config": [l.strip() for l in torch.__config__.show().splitlines()
                                if "MKL-DNN" in l or "OpenMP" in l],
-              "libblas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")}
+              "libblas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3"),
+              "device": a.device, "math": math, "channels_last": a.channels_last}
+    if cuda:
+        result["gpu"] = torch.cuda.get_device_name(0)
+        result["cuda"] = torch.version.cuda
+        result["cudnn"] = torch.backends.cudnn.version()
+        result["cudnn_benchmark"] = True
     for name, fn in (("forward", forward), ("forward_backward", train)):
         times = []
+        sync()
         for _ in range(a.iterations):
             start = time.perf_counter()
             fn()
+            sync()
             times.append(time.perf_counter() - start)
         mean = statistics.mean(times)
         result[name] = {"iterations": a.iterations, "mean_s": mean,
                         "median_s": statistics.median(times), "min_s": min(times),
-                        "max_s": max(times), "images_per_s": a.batch / mean}
-    print(json.dumps(result), flush=True)
+                        "max_s": max(times), "images_per_s": batch / mean}
+    del model, x, y
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
 
 
 if __name__ == "__main__":

@@ -43,7 +43,11 @@ std::string Truncated(const std::string& text, size_t max = 6000) {
 
 }  // namespace
 
-std::string BinPath(const std::string& name) { return std::string(PSBENCH_BIN_DIR) + "/" + name; }
+// PSBENCH_BIN_DIR in the environment: the binaries were moved (a bundle on a GPU machine).
+std::string BinPath(const std::string& name) {
+  const char* moved = std::getenv("PSBENCH_BIN_DIR");
+  return std::string(moved != nullptr && *moved != '\0' ? moved : PSBENCH_BIN_DIR) + "/" + name;
+}
 
 std::string SourcePath(const std::string& relative) {
   return std::string(PSBENCH_SOURCE_DIR) + "/" + relative;

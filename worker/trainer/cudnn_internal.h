@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ inline float* DeviceFloats(size_t count) {
   void* p = nullptr;
   PSB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(float)));
   PSB_CUDA(cudaMemset(p, 0, std::max<size_t>(count, 1) * sizeof(float)));
+  // The engine's streams do not wait for the legacy stream this ran on.
+  PSB_CUDA(cudaDeviceSynchronize());
   return static_cast<float*>(p);
 }
 
@@ -78,10 +81,12 @@ struct Node {
 
 class CudnnNetwork final : public Network {
  public:
-  CudnnNetwork(const Model& model, int batch) : model_(model), batch_(batch) {}
+  CudnnNetwork(const Model& model, int batch, Math math) : model_(model), batch_(batch), math_(math) {}
   ~CudnnNetwork() override;
 
   absl::Status Build();
+  std::optional<PeakEstimate> DevicePeak() const override { return peak_; }
+  StagingTimes staging() const override { return staging_; }
 
   const Model& model() const override { return model_; }
   int batch() const override { return batch_; }
@@ -99,8 +104,13 @@ class CudnnNetwork final : public Network {
 
  private:
   absl::Status BuildLayer(int index);
+  absl::Status ChooseConvolution(int index);
+  void PinHostMemory();
+  void StageGradient(int p);  // queue the copy of gradient p to the host once it is computed
+  // Per-layer times from the events recorded around each layer of the last pass.
+  void ReadLayerTimes(const std::vector<cudaEvent_t>& events, bool forward);
   void ForwardLayer(int index);
-  void BackwardLayer(int index, const std::function<void(int)>& ready);
+  void BackwardLayer(int index);
   // beta for writing the gradient of input tensor t: accumulate after the first writer.
   float Beta(int t) { return tensors_[t].diff_written ? 1.f : 0.f; }
   void Written(int t) { tensors_[t].diff_written = true; }
@@ -110,7 +120,17 @@ class CudnnNetwork final : public Network {
 
   Model model_;
   int batch_;
+  Math math_;
   std::string description_;
+  std::optional<PeakEstimate> peak_;
+  StagingTimes staging_;
+  // Kernels run in order on stream_; gradient copies to the host run on copy_stream_, each
+  // after its gradient's kernel, so they overlap the rest of the backward pass.
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
+  std::vector<cudaEvent_t> forward_events_, backward_events_;  // one before each layer, one after the last
+  std::vector<cudaEvent_t> grad_done_, copy_start_, copied_;  // per parameter
+  std::vector<int> staged_;  // parameters whose copies were queued this backward pass, in order
+  std::vector<void*> pinned_;  // host ranges registered with CUDA (page aligned)
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnActivationDescriptor_t relu_ = nullptr;

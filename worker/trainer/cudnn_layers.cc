@@ -70,9 +70,9 @@ void CudnnNetwork::ForwardLayer(int index) {
       size_t offset = 0;
       for (int in : layer.inputs) {
         const size_t in_image = model_.layers[in].out.elements();
-        PSB_CUDA(cudaMemcpy2D(out.value + offset, out_image * sizeof(float), tensors_[in].value,
-                              in_image * sizeof(float), in_image * sizeof(float), batch_,
-                              cudaMemcpyDeviceToDevice));
+        PSB_CUDA(cudaMemcpy2DAsync(out.value + offset, out_image * sizeof(float), tensors_[in].value,
+                                   in_image * sizeof(float), in_image * sizeof(float), batch_,
+                                   cudaMemcpyDeviceToDevice, stream_));
         offset += in_image;
       }
       return;
@@ -80,14 +80,14 @@ void CudnnNetwork::ForwardLayer(int index) {
     case LayerKind::kAdd: {
       Tensor& a = tensors_[layer.inputs[0]];
       Tensor& b = tensors_[layer.inputs[1]];
-      PSB_CUDA(cudaMemcpy(out.value, a.value, out.count * sizeof(float), cudaMemcpyDeviceToDevice));
+      PSB_CUDA(cudaMemcpyAsync(out.value, a.value, out.count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
       PSB_CUBLAS(cublasSaxpy(cublas_, static_cast<int>(out.count), &one, b.value, 1, out.value, 1));
       return;
     }
   }
 }
 
-void CudnnNetwork::BackwardLayer(int index, const std::function<void(int)>& ready) {
+void CudnnNetwork::BackwardLayer(int index) {
   const Layer& layer = model_.layers[index];
   Tensor& out = tensors_[index];
   Node& node = nodes_[index];
@@ -96,11 +96,7 @@ void CudnnNetwork::BackwardLayer(int index, const std::function<void(int)>& read
   Tensor& src = tensors_[in0];
   const bool data = in0 != 0;  // the images need no gradient
   auto params_ready = [&] {
-    for (size_t k = 0; k < node.params.size(); ++k) {
-      const int p = node.params[k];
-      PSB_CUDA(cudaMemcpy(host_grads_[p], device_grads_[p], params_[p].bytes, cudaMemcpyDeviceToHost));
-      ready(p);
-    }
+    for (int p : node.params) StageGradient(p);
   };
   switch (layer.kind) {
     case LayerKind::kInput:
@@ -187,9 +183,9 @@ void CudnnNetwork::BackwardLayer(int index, const std::function<void(int)>& read
         Tensor& t = tensors_[in];
         if (in != 0) {
           if (!t.diff_written) {
-            PSB_CUDA(cudaMemcpy2D(t.diff, in_image * sizeof(float), out.diff + offset,
-                                  out_image * sizeof(float), in_image * sizeof(float), batch_,
-                                  cudaMemcpyDeviceToDevice));
+            PSB_CUDA(cudaMemcpy2DAsync(t.diff, in_image * sizeof(float), out.diff + offset,
+                                       out_image * sizeof(float), in_image * sizeof(float), batch_,
+                                       cudaMemcpyDeviceToDevice, stream_));
           } else {
             // Accumulate image by image (the slices are strided in the concatenation).
             for (int n = 0; n < batch_; ++n) {
@@ -208,7 +204,7 @@ void CudnnNetwork::BackwardLayer(int index, const std::function<void(int)>& read
         if (in == 0) continue;
         Tensor& t = tensors_[in];
         if (!t.diff_written) {
-          PSB_CUDA(cudaMemcpy(t.diff, out.diff, out.count * sizeof(float), cudaMemcpyDeviceToDevice));
+          PSB_CUDA(cudaMemcpyAsync(t.diff, out.diff, out.count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
         } else {
           PSB_CUBLAS(cublasSaxpy(cublas_, static_cast<int>(out.count), &one, out.diff, 1, t.diff, 1));
         }

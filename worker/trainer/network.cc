@@ -27,6 +27,22 @@ void Network::InitParams(uint64_t seed) {
   }
 }
 
+absl::StatusOr<Math> ParseMath(absl::string_view name) {
+  if (name == "fp32") return Math::kFp32;
+  if (name == "tf32") return Math::kTf32;
+  if (name == "bf16") return Math::kBf16;
+  return absl::InvalidArgumentError(absl::StrCat("--math: '", name, "' is not one of fp32, tf32, bf16"));
+}
+
+const char* MathName(Math math) {
+  switch (math) {
+    case Math::kFp32: return "fp32";
+    case Math::kTf32: return "tf32";
+    case Math::kBf16: return "bf16";
+  }
+  return "fp32";
+}
+
 std::vector<std::string> EngineNames() {
 #ifdef PSBENCH_HAVE_CUDA
   return {"cpu", "gpu"};
@@ -37,8 +53,14 @@ std::vector<std::string> EngineNames() {
 
 absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
                                                      const Model& model, int batch,
-                                                     int threads) {
-  if (engine == "cpu") return MakeDnnlNetwork(model, batch, threads);
+                                                     int threads, Math math) {
+  if (engine == "cpu") {
+    if (math != Math::kFp32) {
+      return absl::InvalidArgumentError(absl::StrCat("--math=", MathName(math),
+                                                     " needs --engine=gpu: the CPU engine computes in fp32"));
+    }
+    return MakeDnnlNetwork(model, batch, threads);
+  }
 #ifdef PSBENCH_HAVE_CUDA
   if (engine == "gpu") {
     // Loaded from next to the executable, once, on first use.
@@ -51,12 +73,12 @@ absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
       return absl::FailedPreconditionError(
           absl::StrCat("--engine=gpu: cannot load the GPU engine: ", dlerror()));
     }
-    using Make = Network* (*)(const Model*, int, int*, std::string*);
+    using Make = Network* (*)(const Model*, int, int, int*, std::string*);
     auto make = reinterpret_cast<Make>(dlsym(module, "PsbenchMakeCudnnNetwork"));
     if (make == nullptr) return absl::InternalError("--engine=gpu: the GPU engine module has no factory");
     int code = 0;
     std::string error;
-    Network* network = make(&model, batch, &code, &error);
+    Network* network = make(&model, batch, static_cast<int>(math), &code, &error);
     if (network == nullptr) return absl::Status(static_cast<absl::StatusCode>(code), error);
     return std::unique_ptr<Network>(network);
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,26 @@ struct LayerTime {
   double backward_s = 0;
 };
 
+// A processor's peak GFLOP/s for the arithmetic an engine runs, with how it was obtained.
+struct PeakEstimate {
+  double gflops = 0;
+  std::string basis;
+};
+
+// What moving parameters and gradients between the engine's memory and the host cost in the
+// last step (zero for an engine that computes in host memory).
+struct StagingTimes {
+  double device_to_host_s = 0;  // gradient copies, summed (they overlap the backward pass)
+  double exposed_s = 0;         // of those, after the backward pass's last kernel: on the step
+  double host_to_device_s = 0;  // the last ParamsChanged
+};
+
+// The arithmetic an engine uses: fp32 everywhere, TF32 tensor cores for convolutions and
+// matrix products (FP32 storage), or bf16 compute.
+enum class Math { kFp32, kTf32, kBf16 };
+absl::StatusOr<Math> ParseMath(absl::string_view name);
+const char* MathName(Math math);
+
 class Network {
  public:
   virtual ~Network() = default;
@@ -39,6 +60,10 @@ class Network {
   virtual int batch() const = 0;
   // e.g. "oneDNN 2.6.3 (cpu, OpenMP, 2 threads, avx512_core)"
   virtual std::string description() const = 0;
+  // The device's peak for this engine's arithmetic, where the engine knows it (a GPU from its
+  // properties); nullopt: the caller estimates the CPU's.
+  virtual std::optional<PeakEstimate> DevicePeak() const { return std::nullopt; }
+  virtual StagingTimes staging() const { return {}; }
 
   // Every trainable parameter, in model order.
   virtual const std::vector<ParamInfo>& params() const = 0;
@@ -70,11 +95,12 @@ class Network {
   virtual std::vector<float> ReadGrad(int i) = 0;
 };
 
-// Engines by name: "cpu" (oneDNN) and, when built with CUDA, "gpu" (cuDNN).
+// Engines by name: "cpu" (oneDNN) and, when built with CUDA, "gpu" (cuDNN). The CPU engine
+// computes in fp32 only.
 std::vector<std::string> EngineNames();
 absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
                                                      const Model& model, int batch,
-                                                     int threads);
+                                                     int threads, Math math = Math::kFp32);
 
 }  // namespace psbench::trainer
 

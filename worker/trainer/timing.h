@@ -30,6 +30,7 @@ class ParamStorage {
 struct TimingOptions {
   std::string model;
   std::string engine = "cpu";
+  std::string math = "fp32";
   int batch = 16;
   int threads = 0;      // 0: the engine's default (all cores)
   int warmup = 2;       // iterations before measuring
@@ -42,10 +43,6 @@ struct TimingOptions {
 
 // Peak FP32 GFLOP/s of `threads` cores of this CPU: cores x clock x FLOPs per cycle from its
 // vector units (AVX-512/AVX2 FMA), with how it was estimated.
-struct PeakEstimate {
-  double gflops = 0;
-  std::string basis;
-};
 PeakEstimate CpuPeakGflops(int threads);
 // Peak FP32 GFLOP/s as measured: `threads` threads running independent vector FMA chains
 // (AVX-512 or AVX2), at the clocks the cores reach under that load. 0 without AVX2/FMA.

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The GPU engine on a machine with an NVIDIA GPU: the gpu tests, two GPU workers through real
+# PS against one worker with the whole batch, `psbench train --engine=gpu` for every model, and
+# PyTorch (CUDA) on the same models as the peer. Needs a build's bin/ (or a bundle from
+# gpu_bundle.sh, whose lib/ it puts on the library path) and, for the peer, python3 with
+# torch and torchvision. Writes a few files to OUT (text logs and JSON Lines).
+#   bench/trainer/gpu_run.sh BIN_DIR OUT [env] [tests] [distributed] [timing] [pytorch] [cpu]
+# Environment: MODELS (all six), BATCHES ("32 64"), MATHS ("fp32 tf32"), STEPS (10),
+# WARMUP (3), PYTHON (python3), CPU_MODELS ("alexnet resnet50") for the CPU engine's figures.
+set -uo pipefail
+bin=$(cd "$1" && pwd)
+out=$2
+shift 2
+steps=${*:-env tests distributed timing pytorch}
+models=${MODELS:-alexnet overfeat vgg11 vgg16 inception3 resnet50}
+batches=${BATCHES:-32 64}
+maths=${MATHS:-fp32 tf32}
+iters=${STEPS:-10}
+warmup=${WARMUP:-3}
+python=${PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+
+# CUDA's libraries where the system has none: the ones PyTorch's wheels ship.
+extra=
+for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
+  ldconfig -p | grep -q "$lib" && continue
+  found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+  [ -n "$found" ] && extra="$extra:$(dirname "$found")"
+done
+export LD_LIBRARY_PATH="$bin/../lib$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PSBENCH_BIN_DIR="$bin"  # where trainer_gpu_test finds psbench, psbench-ps, psbench-worker
+
+run() {  # run LOG TIMEOUT COMMAND...: appends the command and its output to LOG
+  local log=$1 limit=$2
+  shift 2
+  echo "\$ $*" >> "$out/$log"
+  timeout "$limit" "$@" >> "$out/$log" 2>&1
+  local rc=$?
+  echo "[exit $rc]" >> "$out/$log"
+  return $rc
+}
+
+for step in $steps; do
+  case $step in
+    env)
+      run env.txt 30 nvidia-smi
+      run env.txt 30 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit --format=csv
+      echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> "$out/env.txt"
+      run env.txt 30 ldd "$bin/psbench_trainer_gpu.so"
+      run env.txt 60 "$python" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))'
+      ;;
+    tests)
+      run tests.txt 600 "$bin/trainer_gpu_test"
+      ;;
+    distributed)
+      # Two workers of batch 2 must end where one worker of batch 4 does (as on the CPU).
+      common=(--trainer=tiny --engine=gpu --num-ps=2 --steps=20 --warmup-steps=0 --learning-rate=0.01 --sync)
+      run distributed.txt 300 "$bin/psbench" run "${common[@]}" --num-workers=1 --batch=4 --json="$out/distributed.jsonl"
+      run distributed.txt 300 "$bin/psbench" run "${common[@]}" --num-workers=2 --batch=2 --json="$out/distributed.jsonl"
+      # A real model through the PS: what staging gradients through host memory costs.
+      run distributed.txt 300 "$bin/psbench" run --trainer=vgg16 --engine=gpu --math=tf32 --batch=64 --num-ps=1 \
+        --num-workers=1 --steps=5 --warmup-steps=2 --json="$out/distributed.jsonl"
+      ;;
+    timing)
+      for model in $models; do for batch in $batches; do for math in $maths; do
+        run timing.txt 300 "$bin/psbench" train --model="$model" --batch="$batch" --engine=gpu --math="$math" \
+          --steps="$iters" --warmup-steps="$warmup" --json="$out/timing.jsonl"
+      done; done; done
+      ;;
+    pytorch)
+      # torchvision has no OverFeat. NCHW in each math, and channels-last in tf32.
+      tv=$(echo $models | tr ' ' '\n' | grep -v overfeat | paste -sd,)
+      run pytorch.txt 900 "$python" "$here/pytorch_time.py" --device=cuda --model="$tv" \
+        --batch="$(echo $batches | tr ' ' ,)" --math="$(echo $maths | tr ' ' ,)" \
+        --iterations="$iters" --warmup="$warmup"
+      run pytorch.txt 900 "$python" "$here/pytorch_time.py" --device=cuda --channels-last --model="$tv" \
+        --batch="$(echo $batches | tr ' ' ,)" --math=tf32 --iterations="$iters" --warmup="$warmup"
+      grep '^{' "$out/pytorch.txt" > "$out/pytorch.jsonl"
+      ;;
+    cpu)
+      for model in ${CPU_MODELS:-alexnet resnet50}; do for batch in $batches; do
+        run cpu.txt 300 "$bin/psbench" train --model="$model" --batch="$batch" --engine=cpu \
+          --steps=3 --warmup-steps=1 --json="$out/cpu.jsonl"
+      done; done
+      ;;
+    *) echo "gpu_run: unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
