@@ -6,6 +6,8 @@
 // trip, and a second spinning thread where cores are few.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <deque>
 #include <set>
 
@@ -36,6 +38,7 @@ enum What { kAckReceive, kEchoReceive, kSend };
 struct Registered {
   const Payload* payload = nullptr;
   std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
+  bool eager = false;  // echoes and pushes carry the payload in the header's message (after it)
   size_t max_ack = 0;
   size_t max_reply = 0;  // an exchange's reply metadata, at most
 };
@@ -56,6 +59,8 @@ struct PendingOp {
   AckMeta decoded_ack;
   std::string ack;  // receive buffer for the acknowledgement
   int ack_bytes = 0;
+  int ack_offset = 0;  // where the acknowledgement starts in `ack` (an eager echo's answer)
+  bool eager = false;
   AlignedBuffer echo;  // receive buffer for an echo, reused
   int echo_bytes = 0;
   std::vector<uint64_t> sent_checksums;  // kExchange: of the request as it was sent
@@ -156,6 +161,11 @@ class MpiClient final : public Client {
     h.total_bytes = payload.total_bytes();
     reg->header.assign(reinterpret_cast<const char*>(&h), sizeof h);
     reg->header += EncodePayloadMeta(payload.sizes(), options_.validate ? &payload.checksums() : nullptr);
+    if (reg->header.size() + payload.total_bytes() <= kEagerMessageBytes) {
+      reg->eager = true;
+      reg->header[offsetof(RequestHeader, flags)] |= kEager;
+      reg->header.resize(reg->header.size() + payload.total_bytes());  // filled per request
+    }
     reg->max_ack = 16 + (options_.validate ? 8 * payload.num_buffers() : 0) + kMaxAckErrorBytes;
     reg->max_reply = MaxExchangeReplyMetaBytes(payload.num_buffers());
     registered_.push_back(std::move(reg));
@@ -211,16 +221,24 @@ class MpiClient final : public Client {
     h.kind = op == Op::kEcho ? kEcho : kPush;
     h.data_tag = o->data_tag;
     std::memcpy(o->header.data(), &h, sizeof h);
-    if (o->ack.size() < o->reg->max_ack) o->ack.resize(o->reg->max_ack);
     const uint64_t total = o->reg->payload->total_bytes();
+    o->eager = o->reg->eager;
+    if (o->eager) {  // the payload as it is now, at the end of the header's message
+      char* at = o->header.data() + o->header.size() - total;
+      for (const iovec& v : o->reg->payload->iov()) {
+        if (v.iov_len > 0) std::memcpy(at, v.iov_base, v.iov_len);
+        at += v.iov_len;
+      }
+    }
+    const size_t max_ack = o->eager && op == Op::kEcho ? 4 + o->reg->max_ack + total : o->reg->max_ack;
+    if (o->ack.size() < max_ack) o->ack.resize(max_ack);
     if (op == Op::kEcho) o->echo.Reserve(total);
     MPI_Comm comm = job_->comm();
     // Receives first, so that the replies find them posted.
     Post(o, kAckReceive, [&](MPI_Request* r) {
-      return MPI_Irecv(o->ack.data(), static_cast<int>(o->reg->max_ack), MPI_BYTE, p.rank,
-                       o->data_tag, comm, r);
+      return MPI_Irecv(o->ack.data(), static_cast<int>(max_ack), MPI_BYTE, p.rank, o->data_tag, comm, r);
     });
-    if (op == Op::kEcho) {
+    if (op == Op::kEcho && !o->eager) {
       // Laid out as the payload, without gaps: buffer after buffer.
       std::byte* at = o->echo.data();
       for (uint64_t size : o->reg->payload->sizes()) {
@@ -234,7 +252,7 @@ class MpiClient final : public Client {
       return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
                        kControlTag, comm, r);
     });
-    SendPayload(o, *o->reg, p.rank);
+    if (!o->eager) SendPayload(o, *o->reg, p.rank);
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
 
@@ -256,6 +274,7 @@ class MpiClient final : public Client {
     PendingOp* o = TakeOp();
     o->tag = tag;
     o->op = Op::kExchange;
+    o->eager = false;
     o->reg = req;
     o->reply_reg = rep;
     o->server = server;
@@ -403,13 +422,28 @@ class MpiClient final : public Client {
     if (error == MPI_SUCCESS && what != kSend) {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
-      if (what == kAckReceive) {
+      if (what == kAckReceive && o.eager && o.op == Op::kEcho) {
+        AcceptEagerEcho(o, count);
+      } else if (what == kAckReceive) {
         o.ack_bytes = count;
       } else {
         o.echo_bytes += count;  // one message per buffer
       }
     }
     if (o.outstanding == 0) Finish(o);
+  }
+
+  // An eager echo's one answer: the acknowledgement is judged where it lies, the payload is
+  // moved to where a long echo lands (a short answer leaves an acknowledgement that does not
+  // decode).
+  void AcceptEagerEcho(PendingOp& o, int count) {
+    std::span<const std::byte> ack, payload;
+    if (!SplitEagerReply(std::as_bytes(std::span(o.ack.data(), static_cast<size_t>(count))), &ack, &payload)) return;
+    o.ack_offset = 4;
+    o.ack_bytes = static_cast<int>(ack.size());
+    const size_t n = std::min<size_t>(payload.size(), o.reg->payload->total_bytes());
+    if (n > 0) std::memcpy(o.echo.data(), payload.data(), n);
+    o.echo_bytes = static_cast<int>(payload.size());
   }
 
   // All of an op's MPI requests are done: judge it and report it.
@@ -461,7 +495,7 @@ class MpiClient final : public Client {
     if (o.op == Op::kExchange) return JudgeExchange(o, payload);
     AckMeta* ack = &o.decoded_ack;
     if (absl::Status s = DecodeAckMeta(
-            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()),
+            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()) + o.ack_offset,
                                        static_cast<size_t>(o.ack_bytes)),
             ack);
         !s.ok()) {
@@ -492,6 +526,7 @@ class MpiClient final : public Client {
 
   void Recycle(PendingOp& o) {
     o.ack_bytes = 0;
+    o.ack_offset = 0;
     o.echo_bytes = 0;
     spare_.push_back(&o);
   }

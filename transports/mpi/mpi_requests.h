@@ -117,14 +117,20 @@ class AlignedBuffer {
   size_t capacity_ = 0;
 };
 
-// How a polling loop waits when nothing moved: MPI offers no event to sleep on, so spin,
-// yielding the CPU to whoever shares it; after a long quiet spell (no traffic at all), nap
-// briefly so that an idle rank costs little CPU. With busy_poll, never nap.
+// How a polling loop waits when nothing moved: MPI offers no event to sleep on, so spin. The
+// first polls after traffic spin flat out (a reply is usually microseconds away, and a
+// sched_yield system call each poll would add about a microsecond to every round trip); then
+// each poll yields the CPU to whoever shares it; after a long quiet spell (no traffic at all),
+// nap briefly so that an idle rank costs little CPU. With busy_poll, never nap.
 class IdleBackoff {
  public:
   explicit IdleBackoff(bool busy_poll) : busy_poll_(busy_poll) {}
-  void Progressed() { idle_since_ = absl::InfinitePast(); }
+  void Progressed() {
+    idle_polls_ = 0;
+    idle_since_ = absl::InfinitePast();
+  }
   void Idle() {
+    if (++idle_polls_ <= kSpinPolls) return;
     if (idle_since_ == absl::InfinitePast()) idle_since_ = absl::Now();
     if (!busy_poll_ && absl::Now() - idle_since_ > absl::Milliseconds(20)) {
       usleep(50);
@@ -134,7 +140,9 @@ class IdleBackoff {
   }
 
  private:
+  static constexpr int kSpinPolls = 256;  // a few tens of microseconds of MPI polls
   bool busy_poll_;
+  int idle_polls_ = 0;
   absl::Time idle_since_ = absl::InfinitePast();
 };
 

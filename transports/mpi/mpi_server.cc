@@ -37,6 +37,7 @@ struct PsRequest {
   int data_tag = 0;
   RequestKind kind = kPush;
   bool validate = false;
+  bool eager = false;  // the payload came in the header's message; an echo answers in one
   bool corrupt = false;
   uint64_t total = 0;
   PayloadMeta meta;
@@ -255,19 +256,29 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     r->data_tag = h.data_tag;
     r->kind = static_cast<RequestKind>(h.kind);
     r->validate = h.flags & kValidate;
+    r->eager = h.flags & kEager;
     r->total = h.total_bytes;
     r->corrupt = options_.corrupt_every > 0 && ++received_ % options_.corrupt_every == 0;
     r->replied = false;
     r->first_error = MPI_SUCCESS;
     r->received = 0;
     r->oversize = r->total > options_.max_message_bytes;
+    const auto* bytes = reinterpret_cast<const std::byte*>(header_.data());
+    const size_t eager_bytes = r->eager ? r->total : 0;  // at the end of the message
     r->meta_status = DecodePayloadMeta(
-        std::span<const std::byte>(reinterpret_cast<const std::byte*>(header_.data()) + sizeof h,
-                                   header_.size() - sizeof h),
+        std::span<const std::byte>(bytes + sizeof h, header_.size() - sizeof h - eager_bytes),
         r->validate, r->total, &r->meta);
     if (!r->meta_status.ok()) {
       // Without the buffer sizes, the messages that follow cannot be told apart.
       Fatal(r->source, absl::StrCat("a request's payload metadata: ", r->meta_status.message()));
+    }
+    if (r->eager) {  // in already (at most kEagerMessageBytes): judged as if received
+      r->buffer.Reserve(r->total);
+      if (r->total > 0) std::memcpy(r->buffer.data(), bytes + header_.size() - r->total, r->total);
+      r->received = r->total;
+      r->spans.clear();
+      OnReceived(*r);
+      return true;
     }
     if (r->oversize) {
       // The worker sent it already: take it off the wire without a buffer (MPI reports the
@@ -470,17 +481,23 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     if (r.validate && r.kind == kPush && verdict.ok()) r.ack.checksums = r.checksums;
     r.ack.error.clear();
     if (!verdict.ok()) r.ack.error = std::string(verdict.message()).substr(0, kMaxAckErrorBytes);
-    EncodeAckMeta(r.ack, &r.ack_bytes);
+    const bool whole = r.first_error == MPI_SUCCESS && r.received == r.total && !r.oversize;
+    if (r.eager && r.kind == kEcho) {  // one message: the acknowledgement, then the payload
+      EncodeAckMeta(r.ack, &r.reply_bytes);
+      EncodeEagerReply(r.reply_bytes, whole ? std::span<const std::byte>(data) : std::span<const std::byte>(),
+                       &r.ack_bytes);
+    } else {
+      EncodeAckMeta(r.ack, &r.ack_bytes);
+    }
     r.replied = true;
     Post(r, [&](MPI_Request* req) {
       return MPI_Isend(r.ack_bytes.data(), static_cast<int>(r.ack_bytes.size()), MPI_BYTE,
                        r.source, r.data_tag, job_->comm(), req);
     });
-    if (r.kind == kEcho) {
+    if (r.kind == kEcho && !r.eager) {
       // Back from the buffer it arrived in, one message per buffer (empty ones when it did
       // not arrive whole: the worker has a receive posted for each); the acknowledgement goes
       // first on this tag.
-      const bool whole = r.first_error == MPI_SUCCESS && r.received == r.total;
       for (std::span<std::byte> b : r.spans) {
         Post(r, [&](MPI_Request* req) {
           return MPI_Isend(whole ? b.data() : nullptr, whole ? static_cast<int>(b.size()) : 0, MPI_BYTE,

@@ -21,6 +21,13 @@
 //   worker -> PS, tag kControlTag: a RequestHeader of kind kGoodbye when the worker is done;
 //                                  a PS leaves once every worker rank has said goodbye
 //
+// Eager: an echo or push whose whole request (header, metadata and payload) fits in
+// kEagerMessageBytes travels as one message, the kControlTag one, its payload after the
+// metadata (flag kEager); the PS answers an eager echo with one message too, on the data tag:
+// the acknowledgement's length (4 bytes, little-endian), the acknowledgement, then the payload
+// if it came through whole. Small requests then cost one message each way instead of two or
+// more, as MPI's own eager protocol does under them.
+//
 // Each request of a worker to a PS has its own data tag, so requests in flight at the same
 // time never match each other's messages; MPI orders messages of one tag between two ranks,
 // which keeps an echo's acknowledgement ahead of its data.
@@ -31,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 namespace psbench::mpi {
 
@@ -46,7 +54,12 @@ enum RequestKind : uint8_t {
 
 enum RequestFlags : uint8_t {
   kValidate = 1,
+  kEager = 2,
 };
+
+// Open MPI's shared-memory transport sends messages of up to 4 KiB at once (btl_vader's eager
+// limit); a little is left for its own headers.
+inline constexpr size_t kEagerMessageBytes = 4032;
 
 struct RequestHeader {
   uint32_t magic = kMagic;
@@ -80,7 +93,32 @@ inline const char* ParseRequestHeader(std::span<const std::byte> message, int da
       h->data_tag - kFirstDataTag >= data_tag_span) {
     return "a malformed request header";
   }
+  if ((h->flags & kEager) && ((h->kind != kEcho && h->kind != kPush) ||
+                              message.size() < sizeof *h + h->total_bytes)) {
+    return "a malformed eager request";
+  }
   return nullptr;
+}
+
+// An eager echo's answer: the acknowledgement's length, the acknowledgement, the payload.
+inline void EncodeEagerReply(const std::string& ack, std::span<const std::byte> payload, std::string* out) {
+  const uint32_t n = static_cast<uint32_t>(ack.size());
+  out->resize(4 + ack.size() + payload.size());
+  for (int i = 0; i < 4; ++i) (*out)[i] = static_cast<char>(n >> (8 * i));
+  std::memcpy(out->data() + 4, ack.data(), ack.size());
+  if (!payload.empty()) std::memcpy(out->data() + 4 + ack.size(), payload.data(), payload.size());
+}
+
+// Splits one; false when the message is too short for the length it gives.
+inline bool SplitEagerReply(std::span<const std::byte> message, std::span<const std::byte>* ack,
+                            std::span<const std::byte>* payload) {
+  if (message.size() < 4) return false;
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(message[i]) << (8 * i);
+  if (n > message.size() - 4) return false;
+  *ack = message.subspan(4, n);
+  *payload = message.subspan(4 + n);
+  return true;
 }
 
 // The largest acknowledgement error text a PS sends; longer ones are cut.
