@@ -3,7 +3,9 @@
 // (ParseRequestHeader) and the payload metadata after it (DecodePayloadMeta). An accepted
 // request is a known kind with a data tag inside the span and at most kMaxMessageBytes, its
 // buffer sizes add up to its total, and they lay out (LayOutBuffers) within the bounds the
-// PS allocates for.
+// PS allocates for. An eager request (an echo or push) carries its payload at the end, after
+// the metadata. The same bytes are also split as a worker splits an eager echo's answer
+// (SplitEagerReply): the parts it returns lie within the message.
 #include <cstring>
 #include <span>
 #include <vector>
@@ -21,6 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A heap copy exactly the message's size, as MPI_Mrecv leaves it.
   const std::vector<std::byte> message(reinterpret_cast<const std::byte*>(data) + 1,
                                        reinterpret_cast<const std::byte*>(data) + size);
+  std::span<const std::byte> ack, payload;
+  if (SplitEagerReply(message, &ack, &payload)) {
+    FUZZ_CHECK(4 + ack.size() + payload.size() == message.size());
+    FUZZ_CHECK(ack.data() == message.data() + 4);
+  }
   RequestHeader h;
   if (const char* error = ParseRequestHeader(message, span, &h)) {
     FUZZ_CHECK(*error != '\0');
@@ -32,7 +39,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(h.data_tag >= kFirstDataTag && h.data_tag < kFirstDataTag + span);
   FUZZ_CHECK(h.total_bytes <= kMaxMessageBytes);
   PayloadMeta meta;
-  const std::span<const std::byte> rest = std::span(message).subspan(sizeof h);
+  std::span<const std::byte> rest = std::span(message).subspan(sizeof h);
+  if (h.flags & kEager) {
+    FUZZ_CHECK(h.kind == kEcho || h.kind == kPush);
+    FUZZ_CHECK(rest.size() >= h.total_bytes);
+    rest = rest.first(rest.size() - h.total_bytes);  // the payload, as the PS copies it out
+  }
   if (!DecodePayloadMeta(rest, h.flags & kValidate, h.total_bytes, &meta).ok()) return 0;
   uint64_t sum = 0;
   for (uint64_t s : meta.sizes) sum += s;
