@@ -53,6 +53,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                                    .round_timeout = scenario.rpc_timeout + absl::Seconds(5)});
   if (!made_ps.ok()) Die(kProgram, made_ps.status(), kExitRuntime);
   PsClient& ps = **made_ps;
+  // The network goes before the PS client's memory it is bound to (it unpins that memory).
+  const std::unique_ptr<trainer::Network> owned_net = std::move(*made);
   const size_t num_ps = ps.num_ps();
   std::vector<float*> values(params.size()), grads(params.size());
   for (size_t i = 0; i < params.size(); ++i) {

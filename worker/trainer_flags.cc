@@ -13,9 +13,9 @@ ABSL_FLAG(std::string, trainer, "",
 ABSL_FLAG(int, batch, 16, "trainer: images per step per worker");
 ABSL_FLAG(std::string, engine, "cpu", "trainer: compute engine, cpu (oneDNN) or gpu (cuDNN)");
 ABSL_FLAG(std::string, math, "fp32",
-          "trainer: arithmetic of the GPU engine: fp32 (FP32 FMA everywhere), tf32 (TF32 tensor "
-          "cores for convolutions and matrix products, FP32 storage) or bf16; the CPU engine "
-          "computes in fp32");
+          "trainer: arithmetic of the GPU engine: fp32 (FP32 FMA everywhere) or tf32 (TF32 tensor "
+          "cores for convolutions and matrix products, FP32 storage); bf16 is refused (the engine "
+          "has no bf16 tensors yet); the CPU engine computes in fp32");
 ABSL_FLAG(int, threads, 0, "trainer: compute threads (0: all cores)");
 ABSL_FLAG(int, steps, 10, "trainer: measured steps (psbench train: iterations of each pass)");
 ABSL_FLAG(int, warmup_steps, 2, "trainer: steps run before measuring");

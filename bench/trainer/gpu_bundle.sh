@@ -17,7 +17,7 @@ for b in $bins; do
 done
 for b in $bins; do ldd "$build/bin/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so' |
-  grep -v -E 'libcuda|libcudnn|libcublas|libcudart' |
+  { grep -v -E 'libcuda|libcudnn|libcublas|libcudart' || true; } |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar -C "$stage" -cJf "$out" .
 echo "gpu_bundle: $out ($(du -h "$out" | cut -f1))"

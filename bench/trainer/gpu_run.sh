@@ -19,12 +19,14 @@ iters=${STEPS:-10}
 warmup=${WARMUP:-3}
 python=${PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
+# Results are appended to: an earlier run's would mix in.
+if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then echo "gpu_run: $out is not empty" >&2; exit 2; fi
 mkdir -p "$out"
 
 # CUDA's libraries where the system has none: the ones PyTorch's wheels ship.
 extra=
 for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
-  ldconfig -p | grep -q "$lib" && continue
+  { /sbin/ldconfig -p 2>/dev/null || ldconfig -p; } | grep -q "$lib" && continue
   found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
   [ -n "$found" ] && extra="$extra:$(dirname "$found")"
 done

@@ -18,6 +18,7 @@ timed between device synchronizations.
   python3 bench/trainer/pytorch_time.py --device=cuda --math=tf32 --channels-last --model=vgg16 --batch=64
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -91,7 +92,8 @@ def time_one(a, model_name, batch, math):
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def forward():
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=math == "bf16"):
+        bf16 = math == "bf16"
+        with torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             out = model(x)
         return loss_fn(out.float(), y)
 

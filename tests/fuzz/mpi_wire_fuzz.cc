@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> rest = std::span(message).subspan(sizeof h);
   if (h.flags & kEager) {
     FUZZ_CHECK(h.kind == kEcho || h.kind == kPush);
-    FUZZ_CHECK(rest.size() >= h.total_bytes);
+    FUZZ_CHECK(rest.size() >= h.total_bytes && message.size() <= kEagerMessageBytes);
     rest = rest.first(rest.size() - h.total_bytes);  // the payload, as the PS copies it out
   }
   if (!DecodePayloadMeta(rest, h.flags & kValidate, h.total_bytes, &meta).ok()) return 0;

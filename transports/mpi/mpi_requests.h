@@ -130,7 +130,10 @@ class IdleBackoff {
     idle_since_ = absl::InfinitePast();
   }
   void Idle() {
-    if (++idle_polls_ <= kSpinPolls) return;
+    if (idle_polls_ < kSpinPolls) {
+      ++idle_polls_;
+      return;
+    }
     if (idle_since_ == absl::InfinitePast()) idle_since_ = absl::Now();
     if (!busy_poll_ && absl::Now() - idle_since_ > absl::Milliseconds(20)) {
       usleep(50);

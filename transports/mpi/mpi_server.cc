@@ -274,8 +274,9 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     if (r->eager) {  // in already (at most kEagerMessageBytes): judged as if received
       r->buffer.Reserve(r->total);
-      if (r->total > 0) std::memcpy(r->buffer.data(), bytes + header_.size() - r->total, r->total);
-      r->received = r->total;
+      // Over --max-message-size: taken in as nothing, as a long one would be.
+      r->received = r->oversize ? 0 : r->total;
+      if (r->received > 0) std::memcpy(r->buffer.data(), bytes + header_.size() - r->total, r->total);
       r->spans.clear();
       OnReceived(*r);
       return true;

@@ -93,7 +93,7 @@ inline const char* ParseRequestHeader(std::span<const std::byte> message, int da
       h->data_tag - kFirstDataTag >= data_tag_span) {
     return "a malformed request header";
   }
-  if ((h->flags & kEager) && ((h->kind != kEcho && h->kind != kPush) ||
+  if ((h->flags & kEager) && ((h->kind != kEcho && h->kind != kPush) || message.size() > kEagerMessageBytes ||
                               message.size() < sizeof *h + h->total_bytes)) {
     return "a malformed eager request";
   }

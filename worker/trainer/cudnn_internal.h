@@ -130,7 +130,7 @@ class CudnnNetwork final : public Network {
   std::vector<cudaEvent_t> forward_events_, backward_events_;  // one before each layer, one after the last
   std::vector<cudaEvent_t> grad_done_, copy_start_, copied_;  // per parameter
   std::vector<int> staged_;  // parameters whose copies were queued this backward pass, in order
-  std::vector<void*> pinned_;  // host ranges registered with CUDA (page aligned)
+  std::vector<void*> pinned_;  // host ranges registered with CUDA (the bound buffers, merged)
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnActivationDescriptor_t relu_ = nullptr;

@@ -46,8 +46,6 @@ CudnnNetwork::~CudnnNetwork() {
   for (auto* list : {&forward_events_, &backward_events_, &grad_done_, &copy_start_, &copied_})
     for (cudaEvent_t e : *list) cudaEventDestroy(e);
   for (void* p : pinned_) cudaHostUnregister(p);
-  if (copy_stream_) cudaStreamDestroy(copy_stream_);
-  if (stream_) cudaStreamDestroy(stream_);
   for (float* p : device_values_) cudaFree(p);
   for (float* p : device_grads_) cudaFree(p);
   cudaFree(ones_);
@@ -55,6 +53,9 @@ CudnnNetwork::~CudnnNetwork() {
   if (relu_) cudnnDestroyActivationDescriptor(relu_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
+  // After the handles that use them.
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
+  if (stream_) cudaStreamDestroy(stream_);
 }
 
 void* CudnnNetwork::Workspace(size_t bytes) {

@@ -147,8 +147,10 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   absl::StatusOr<std::unique_ptr<Network>> made =
       MakeNetwork(options.engine, *model, options.batch, options.threads, *math);
   if (!made.ok()) return made.status();
-  Network& net = **made;
-  ParamStorage storage(net.params());
+  ParamStorage storage((*made)->params());
+  // Declared after the memory it is bound to, so that it goes first (it unpins that memory).
+  const std::unique_ptr<Network> owned = std::move(*made);
+  Network& net = *owned;
   if (absl::Status s = net.Bind(storage.values(), storage.grads()); !s.ok()) return s;
   net.InitParams(options.seed);
 
@@ -197,9 +199,16 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   // cores were measured to do right now (clocks boost well past the nominal MHz
   // /proc/cpuinfo shows); the nominal estimate is recorded.
   const std::optional<PeakEstimate> device = net.DevicePeak();
-  const PeakEstimate nominal = device ? *device : CpuPeakGflops(threads);
-  PeakEstimate peak = device ? *device : MeasuredPeakGflops(threads);
-  if (peak.gflops <= 0) peak = nominal;
+  PeakEstimate nominal, peak;
+  if (device) {
+    nominal = peak = *device;
+  } else if (options.engine == "cpu") {
+    nominal = CpuPeakGflops(threads);
+    peak = MeasuredPeakGflops(threads);
+    if (peak.gflops <= 0) peak = nominal;
+  } else {
+    nominal.basis = peak.basis = "not known for this device and math (no share of peak)";
+  }
   std::string peak_basis = peak.basis;
   if (options.peak_gflops > 0) {
     peak.gflops = options.peak_gflops;
@@ -233,7 +242,7 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
     stats["images_per_s"] = options.batch / stats["mean_s"].get<double>();
     double gflops = stats["images_per_s"].get<double>() * gflop_per_image;
     stats["gflops"] = gflops;
-    stats["fraction_of_peak"] = peak.gflops > 0 ? gflops / peak.gflops : 0.0;
+    if (peak.gflops > 0) stats["fraction_of_peak"] = gflops / peak.gflops;
     result[name] = stats;
   };
   pass("forward", forward_s, flops * 1e-9);
@@ -275,11 +284,13 @@ std::string FormatTiming(const nlohmann::json& r) {
       r["engine_description"].get<std::string>(), r["parameters"].get<int64_t>() * 1e-6,
       r["forward_gflop_per_image"].get<double>());
   auto line = [&](const char* label, const nlohmann::json& p) {
-    out += fmt::format("  {:<17} {:9.2f} images/s  {:8.1f} ms/iter (median {:.1f}, min {:.1f}, max {:.1f})  {:7.1f} GFLOP/s = {:4.1f}% of peak\n",
+    const std::string share = p.contains("fraction_of_peak")
+                                  ? fmt::format(" = {:4.1f}% of peak", 100 * p["fraction_of_peak"].get<double>())
+                                  : "";
+    out += fmt::format("  {:<17} {:9.2f} images/s  {:8.1f} ms/iter (median {:.1f}, min {:.1f}, max {:.1f})  {:7.1f} GFLOP/s{}\n",
                        label, p["images_per_s"].get<double>(), 1e3 * p["mean_s"].get<double>(),
                        1e3 * p["median_s"].get<double>(), 1e3 * p["min_s"].get<double>(),
-                       1e3 * p["max_s"].get<double>(), p["gflops"].get<double>(),
-                       100 * p["fraction_of_peak"].get<double>());
+                       1e3 * p["max_s"].get<double>(), p["gflops"].get<double>(), share);
   };
   line("forward", r["forward"]);
   if (r.contains("forward_backward")) line("forward+backward", r["forward_backward"]);
