@@ -168,6 +168,31 @@ void CallAttack(const std::string& name, const std::string& method, const std::s
   Report(refused, name, detail);
 }
 
+// A call that half-closes without sending a message: it must be answered with `want`, well
+// before its deadline.
+void NoMessageAttack(const std::string& name, const std::string& method, grpc::StatusCode want) {
+  auto channel = NewChannel();
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, method, &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  if (ok) {
+    call->WritesDone(reinterpret_cast<void*>(2));
+    cq.Next(&tag, &ok);
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  Report(status.error_code() == want, name,
+         "no message to " + method + ": status " + std::to_string(status.error_code()) + " " +
+             status.error_message().substr(0, 160));
+}
+
 // The transport the PS serves, as its GetInfo says ("" when it does not answer).
 std::string TransportOfPs() {
   auto stub = psbench::wire::PsControl::NewStub(NewChannel());
@@ -231,6 +256,8 @@ int main(int argc, char** argv) {
   std::string header = EncodePayloadHeader({1000, 1000}, nullptr);
   CallAttack("raw/garbage", kRawPushMethod, Garbage(4096, 2), data_want);
   CallAttack("raw/empty", kRawEchoMethod, "", data_want);
+  NoMessageAttack("raw/no-message", kRawPushMethod,
+                  transport == "grpc" ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::UNIMPLEMENTED);
   CallAttack("raw/truncated-header", kRawPushMethod, header.substr(0, header.size() / 2), data_want);
   CallAttack("raw/truncated-body", kRawEchoMethod, header + std::string(1500, 'b'), data_want);
   CallAttack("raw/extra-bytes", kRawPushMethod, header + std::string(2500, 'b'), data_want);

@@ -68,8 +68,13 @@ class RawCall final : public CallData {
         stream_.Read(&request_, this);
         return;
       case kReading:
-        if (!ok) {  // the worker went away before sending: nothing to answer
-          delete this;
+        if (!ok) {
+          // No request message: the client half-closed without one, or went away. Either
+          // way it is answered (a client still there would otherwise wait out its deadline).
+          state_ = kFinishing;
+          stream_.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      context_.method() + ": the call ended without a request message"),
+                         this);
           return;
         }
         Respond();
