@@ -6,8 +6,9 @@
 
 ABSL_FLAG(psbench::ByteSize, max_message_size, psbench::ByteSize{uint64_t{1} << 30},
           "PS: the largest request it accepts (a gRPC message, payload and framing; an RDMA "
-          "or MPI exchange); a larger one is refused with RESOURCE_EXHAUSTED before its "
-          "memory is allocated");
+          "or MPI request); a larger one is refused with RESOURCE_EXHAUSTED: over grpc+verbs "
+          "and grpc+mpi before any memory is taken for it, over grpc after gRPC has read the "
+          "whole message (docs/security.md)");
 ABSL_FLAG(int, max_connections, 1024,
           "PS: worker sessions served at once; one more is refused with RESOURCE_EXHAUSTED");
 
