@@ -58,6 +58,7 @@ struct ServerInfo {
   uint64_t sessions_lost = 0;
   double wall_s = 0;
   std::string data_plane;  // what carries the bytes, e.g. "rxe0 port 1 GID 0 MTU 1024 RoCE"
+  std::string instance;    // random per PS server: the same at two addresses means one PS
   // The exchange handler's account of its current run, as JSON (ps/param_store.h,
   // UpdateReport: which steps of which worker it applied); empty before any exchange run.
   std::string updates;

@@ -372,6 +372,16 @@ TEST_F(E2ETest, RunSizeSweepEndsAtMax) {
 
 // --- throughput over several PS ---------------------------------------------------------------
 
+// Two spellings of one PS are one PS: counting it twice would report throughput that never
+// happened.
+TEST_F(E2EWorkerTest, TwoAddressesOfOnePsAreRefusedNamingBoth) {
+  const std::string other = "localhost:" + std::to_string(ps_->port());
+  RunResult r = RunCommand(WorkerArgv(ps_->address() + "," + other, {"--benchmark=throughput", "--duration=1s"}),
+                           seconds(30));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find(ps_->address() + " and " + other + " are the same PS"), std::string::npos) << r.Describe();
+}
+
 TEST_F(E2EWorkerTest, ThroughputCountsIterationsPerPs) {
   auto second = PsServer::Start();
   ASSERT_TRUE(second);

@@ -38,6 +38,7 @@ class InfoCall final : public CallData {
     reply_.set_version(info.version);
     reply_.set_grpc_version(grpc::Version());
     reply_.set_transport(data_plane_->transport);
+    reply_.set_instance(data_plane_->instance);
     if (data_plane_->describe) reply_.set_data_plane(data_plane_->describe());
     reply_.set_cpu_user_s(info.cpu_user_s);
     reply_.set_cpu_system_s(info.cpu_system_s);

@@ -1,6 +1,8 @@
 #include "transports/control/control_client.h"
 
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "transports/control/channel.h"
@@ -24,10 +26,19 @@ absl::Status ControlClient::Connect() {
   for (auto& s : servers_) {
     if (!s.channel->WaitForConnected(absl::ToChronoTime(deadline))) return ConnectFailure(s);
   }
-  // A connection alone could be any gRPC server: ask each PS who it is.
+  // A connection alone could be any gRPC server: ask each PS who it is. Two addresses of
+  // one PS (a name and its IP, two names of one host) would count it twice.
+  std::map<std::string, std::string> seen;  // instance -> address
   for (size_t i = 0; i < servers_.size(); ++i) {
     auto info = GetInfo(i);
     if (!info.ok()) return info.status();
+    if (info->instance.empty()) continue;  // a PS from before instances: cannot tell
+    auto [it, added] = seen.emplace(info->instance, servers_[i].address);
+    if (!added) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ps: ", it->second, " and ", servers_[i].address, " are the same PS (host ",
+          info->host, ", pid ", info->pid, "); list each PS once"));
+    }
   }
   for (auto& s : servers_) {
     if (absl::Status st = OpenSession(s); !st.ok()) return st;
@@ -66,6 +77,7 @@ absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
   out.wall_s = r.wall_s();
   out.data_plane = r.data_plane();
   out.updates = r.updates();
+  out.instance = r.instance();
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <climits>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "transports/control/call_data.h"
@@ -70,7 +71,11 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls
 
 ControlServer::ControlServer(const ServerOptions& options, DataPlane data_plane)
     : options_(options), data_plane_(std::move(data_plane)),
-      control_(std::make_unique<ControlPlane>(&control_service_, &options_, &data_plane_)) {}
+      control_(std::make_unique<ControlPlane>(&control_service_, &options_, &data_plane_)) {
+  absl::BitGen random;
+  data_plane_.instance = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(random),
+                                         absl::Uniform<uint64_t>(random));
+}
 
 ControlServer::~ControlServer() {
   Shutdown();

@@ -43,6 +43,8 @@ struct DataPlane {
   std::function<void(grpc::ServerCompletionQueue*)> post;
   // First thing when the server stops, while the queues still take the calls' last events.
   std::function<void()> on_stop;
+  // Set by ControlServer: random, told to workers in GetInfo (ServerInfo.instance).
+  std::string instance;
 };
 
 class ControlPlane;
