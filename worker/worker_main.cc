@@ -6,7 +6,9 @@
 #include <set>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -85,12 +87,14 @@ absl::StatusOr<Scenario> LoadScenario() {
         "exit-on-stdin-close",
         // Which worker of the run this is: the one thing that differs between them.
         "worker-index",
-        // The trainer's settings are not part of a payload scenario.
-        "trainer", "batch", "engine", "math", "threads", "steps", "warmup-steps", "sync", "async",
-        "learning-rate", "momentum", "write-trace",
         // Credentials are this process's, not the scenario's.
         "tls-cert", "tls-key", "tls-ca", "tls-server-name"};
-    if (!kAllowed.contains(flag)) {
+    // The trainer's settings (every flag trainer_flags.cc defines) are not part of a payload
+    // scenario.
+    std::string absl_name = absl::StrReplaceAll(flag, {{"-", "_"}});
+    const absl::CommandLineFlag* defined = absl::FindCommandLineFlag(absl_name);
+    const bool trainer = defined != nullptr && absl::EndsWith(defined->Filename(), kTrainerFlagsFile);
+    if (!trainer && !kAllowed.contains(flag)) {
       return absl::InvalidArgumentError(
           absl::StrCat(given, " sets the whole scenario; --", flag, " cannot be added to it"));
     }

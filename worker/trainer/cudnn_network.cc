@@ -359,13 +359,11 @@ std::vector<float> CudnnNetwork::ReadGrad(int p) {
 
 void CudnnNetwork::ParamsChanged() {
   // Synchronous: the host buffers may be rewritten (the next pull) once this returns.
-  const auto start = Clock::now();
   for (size_t p = 0; p < params_.size(); ++p) {
     PSB_CUDA(cudaMemcpyAsync(device_values_[p], host_values_[p], params_[p].bytes,
                              cudaMemcpyHostToDevice, stream_));
   }
   PSB_CUDA(cudaStreamSynchronize(stream_));
-  staging_.host_to_device_s = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void CudnnNetwork::SetBatch(std::span<const float> images, std::span<const int> labels) {

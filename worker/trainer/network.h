@@ -38,12 +38,12 @@ struct PeakEstimate {
   std::string basis;
 };
 
-// What moving parameters and gradients between the engine's memory and the host cost in the
-// last step (zero for an engine that computes in host memory).
+// What moving gradients from the engine's memory to the host cost in the last backward pass
+// (zero for an engine that computes in host memory). Copying parameters in is ParamsChanged,
+// which its caller times.
 struct StagingTimes {
   double device_to_host_s = 0;  // gradient copies, summed (they overlap the backward pass)
   double exposed_s = 0;         // of those, after the backward pass's last kernel: on the step
-  double host_to_device_s = 0;  // the last ParamsChanged
 };
 
 // The arithmetic an engine uses: fp32 everywhere, TF32 tensor cores for convolutions and
