@@ -106,6 +106,22 @@ struct Completion {
   absl::Status status;  // non-OK names the PS; DATA_LOSS for lost or corrupted bytes
 };
 
+// Whether a failed Client::Connect is the user's input (exit 2: a wrong address, settings
+// refused) rather than a failure at run time (exit 1: a PS lost after it answered, credentials
+// refused, no room on the PS or the device).
+inline bool ConnectFailureIsUsage(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnavailable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Worker side. Driven by one thread, like a completion queue: Start() any number of ops,
 // then reap them with Next().
 class Client {
@@ -113,7 +129,10 @@ class Client {
   virtual ~Client() = default;
 
   // Waits until every PS answers on the control plane. Fails naming the first PS that
-  // did not answer within connect_timeout.
+  // did not answer within connect_timeout. The code says whose fault it is (see
+  // ConnectFailureIsUsage): UNAVAILABLE for a PS never reached, INVALID_ARGUMENT,
+  // FAILED_PRECONDITION or NOT_FOUND for settings refused; DEADLINE_EXCEEDED or ABORTED for a
+  // PS that answered and then stopped or went away.
   virtual absl::Status Connect() = 0;
   virtual size_t num_servers() const = 0;
   virtual const std::string& server_address(size_t server) const = 0;

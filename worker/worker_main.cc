@@ -199,11 +199,10 @@ int Main(int argc, char** argv) {
   auto client = MakeClient(scenario->transport, options);
   if (!client.ok()) Die(kProgram, client.status(), kExitUsage);
   if (absl::Status s = (*client)->Connect(); !s.ok()) {
-    // A PS that refuses this worker's credentials, or has no room for it, is a runtime
-    // failure; an unreachable PS is taken for a wrong --ps.
-    bool refused = s.code() == absl::StatusCode::kUnauthenticated ||
-                   s.code() == absl::StatusCode::kResourceExhausted;
-    Die(kProgram, s, refused ? kExitRuntime : kExitUsage);
+    // An unreachable PS is taken for a wrong --ps, and settings the PS or the device refuse
+    // are bad input. A PS that answered and then stopped or went away, refused this worker's
+    // credentials or had no room for it is a runtime failure.
+    Die(kProgram, s, ConnectFailureIsUsage(s.code()) ? kExitUsage : kExitRuntime);
   }
   if (auto placement = (*client)->Placement()) {
     // Launched as one job: the job says how many workers there are and which one this is.

@@ -18,7 +18,8 @@
 #                      corrupted buffer, and the PS must survive
 #   fault/ps-killed    the PS gets SIGKILL mid-run: the worker exits 1 naming it
 #   fault/worker-killed  one of two workers gets SIGKILL: the other finishes, "peers_lost":1
-#   fault/ps-stopped   the PS gets SIGSTOP: the worker exits 1 after --rpc-timeout, naming it
+#   fault/ps-stopped   the PS gets SIGSTOP: the worker exits 1 after --rpc-timeout (or, if it
+#                      was still setting up, --connect-timeout), naming it
 #   fault/hostile      psbench_hostile_client (if in BIN_DIR) at the PS port while a worker
 #                      measures: every attack refused, the worker finishes, the PS survives
 #   updates/sync, updates/async  `psbench run --benchmark=updates`, 3 workers x 2 PS: no lost

@@ -363,7 +363,8 @@ class MpiClient final : public Client {
     wire::MpiHelloReply reply;
     grpc::Status status = stub->Hello(&context, request, &reply);
     if (!status.ok()) {
-      return absl::UnavailableError(
+      // It answered GetInfo a moment ago: a PS lost since, a runtime failure.
+      return absl::AbortedError(
           absl::StrCat("PS ", address, ": MPI rank lookup failed: ", status.error_message()));
     }
     if (reply.job_id() != job_->job_id()) {

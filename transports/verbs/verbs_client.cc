@@ -351,9 +351,10 @@ class VerbsClient final : public Client {
       bool ok;
       auto status = p.session_cq->AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
       if (status == grpc::CompletionQueue::TIMEOUT) {
+        // It answered on the control plane a moment ago: a PS that stopped, not a wrong --ps.
         return absl::DeadlineExceededError(absl::StrCat(
-            "PS ", p.address, ": no RDMA setup reply within ",
-            absl::FormatDuration(options_.connect_timeout)));
+            "PS ", p.address, " stopped answering during RDMA setup (no reply within ",
+            absl::FormatDuration(options_.connect_timeout), ")"));
       }
       if (status != grpc::CompletionQueue::GOT_EVENT || !ok) break;
       if (read_posted) {
@@ -373,8 +374,17 @@ class VerbsClient final : public Client {
            tag != reinterpret_cast<void*>(3)) {
     }
     p.session.reset();
-    return absl::UnavailableError(
-        absl::StrCat("PS ", p.address, ": RDMA setup failed: ", status.error_message()));
+    // The PS's refusals keep their meaning (bad settings, no room); anything else is a PS
+    // lost after it answered, a runtime failure.
+    absl::StatusCode code = absl::StatusCode::kAborted;
+    switch (status.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT: code = absl::StatusCode::kInvalidArgument; break;
+      case grpc::StatusCode::FAILED_PRECONDITION: code = absl::StatusCode::kFailedPrecondition; break;
+      case grpc::StatusCode::RESOURCE_EXHAUSTED: code = absl::StatusCode::kResourceExhausted; break;
+      default: break;
+    }
+    return absl::Status(code, absl::StrCat("PS ", p.address, ": RDMA setup failed: ",
+                                           status.error_message()));
   }
 
   void EndSession(Peer& p) {
