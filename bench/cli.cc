@@ -177,4 +177,30 @@ void Die(absl::string_view program, absl::string_view message, int code) {
   std::_Exit(code);
 }
 
+absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs) {
+  // The flags by their Abseil names; a program that lacks one has nothing to check for it.
+  auto value = [](const char* name) -> std::string {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) return "";
+    std::string text = flag->CurrentValue();
+    return text;
+  };
+  auto dashed = [](std::string name) {
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  };
+  std::vector<NamedPath> inputs;
+  for (const char* name : {"trace", "scenario", "hostfile", "tls_ca", "tls_cert", "tls_key"}) {
+    if (std::string path = value(name); !path.empty()) inputs.push_back({dashed(name), path});
+  }
+  inputs.insert(inputs.end(), more_inputs.begin(), more_inputs.end());
+  for (const char* name : {"json", "write_trace", "progress_file", "markdown", "html", "csv"}) {
+    const std::string path = value(name);
+    if (path.empty() || path == "-") continue;
+    if (absl::Status s = CheckOutputSpares(dashed(name), path, inputs); !s.ok()) return s;
+    inputs.push_back({dashed(name), path});  // a later output must not be this one either
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace psbench

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "inputs/input_file.h"
 
 namespace psbench {
 
@@ -36,6 +37,12 @@ bool FlagWasSet(absl::string_view name);
 std::vector<std::string> FlagsSet();
 // Forgets them (for a fuzz target that parses many command lines in one process).
 void ForgetFlagsSet();
+
+// INVALID_ARGUMENT naming both when a file this program writes (--json, --write-trace,
+// --progress-file, --markdown, --html, --csv, as this program has them) is one it reads
+// (--trace, --scenario, --hostfile, the --tls-* files, and `more_inputs`), or when two
+// outputs name one file.
+absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs = {});
 
 // For processes started over ssh: a thread reads stdin and, at its end (the launcher and so
 // its ssh session are gone), sends this process SIGTERM, so no remote process outlives its

@@ -52,7 +52,8 @@ const std::vector<Rule>& Rules() {
        "applies to --trainer and --benchmark=updates only"},
       // A training run's payloads are the model's gradients, timed by steps.
       {{"benchmark", "transports", "scheme", "sizes", "duration", "iterations", "warmup",
-        "warmup-iterations", "categories", "small", "medium", "large", "buffers", "skew-bias", "trace"},
+        "warmup-iterations", "categories", "small", "medium", "large", "buffers", "skew-bias", "trace",
+        "max-payload-memory"},
        [](const RunShape& s) { return s.kind != Kind::kTraining; },
        "does not apply to --trainer (its payloads are the model's gradients; see --steps, "
        "--warmup-steps)"},

@@ -30,10 +30,11 @@ Record AggregateThroughput(const std::vector<Record>& workers);
 // INVALID_ARGUMENT for a path that names no writable file (no such directory, a directory,
 // permission), UNAVAILABLE for a disk that cannot take it (read-only, full, I/O error).
 absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>& records);
-// Before measuring: that `path` ("" = none) can take records (AppendJsonLines(path, {})),
-// else "<program>: <why>" and exit 2 for a bad path (bad input), 1 for a read-only, full or
-// failing disk (a runtime failure).
-void CheckJsonPathOrDie(absl::string_view program, const std::string& path);
+// Before measuring: that no output of this program would write over one of its inputs
+// (CheckOutputsSpareInputs, exit 2), and that the --json `path` ("" = none) can take records
+// (AppendJsonLines(path, {})), else "<program>: <why>" and exit 2 for a bad path (bad input),
+// 1 for a read-only, full or failing disk (a runtime failure).
+void CheckOutputsOrDie(absl::string_view program, const std::string& path);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints payload benchmark records as tables (bench/figures.h has each benchmark's row): a

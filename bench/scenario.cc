@@ -1,5 +1,7 @@
 #include "bench/scenario.h"
 
+#include <unistd.h>
+
 #include "transports/rdma_flags.h"
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +51,14 @@ absl::Status CheckSweep(uint64_t lo, uint64_t hi) {
   return absl::OkStatus();
 }
 
+// Half of this host's memory: what a worker's payloads may take unless told otherwise.
+uint64_t DefaultPayloadMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+}
+
 absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   std::vector<PayloadPlan> plans;
   if (sweep) {
@@ -56,11 +66,25 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
       plans.push_back(SingleBufferPlan(std::min(size, sweep->second)));
       if (size >= sweep->second) break;
     }
-    return plans;
+  } else {
+    auto plan = ResolvePlan(payload, max_input_size);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*std::move(plan));
   }
-  auto plan = ResolvePlan(payload);
-  if (!plan.ok()) return plan.status();
-  plans.push_back(*std::move(plan));
+  // A worker allocates every payload of every plan (each group of a trace) before it measures:
+  // a small trace can name gigabytes.
+  uint64_t total = 0;
+  for (const PayloadPlan& plan : plans) total += plan.TotalBytes();
+  const uint64_t budget = max_payload_memory > 0 ? max_payload_memory : DefaultPayloadMemory();
+  if (total > budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the payloads to send take ", FormatSize(total), " of memory (",
+        plans.size() == 1 ? absl::StrCat(plans[0].payloads.size(), " payloads")
+                          : absl::StrCat(plans.size(), " sizes"),
+        "), over --max-payload-memory=", FormatSize(budget),
+        max_payload_memory > 0 ? "" : " (half of this host's memory)",
+        "; raise it or send fewer bytes"));
+  }
   return plans;
 }
 
@@ -137,6 +161,8 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"run_id", s.run_id},
       {"connect_timeout_s", absl::ToDoubleSeconds(s.connect_timeout)},
       {"rpc_timeout_s", absl::ToDoubleSeconds(s.rpc_timeout)},
+      {"max_input_size", s.max_input_size},
+      {"max_payload_memory", s.max_payload_memory},
   };
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
   // Only where they apply: a record names no mode its transport ignores.
@@ -193,6 +219,10 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.run_id = j.at("run_id").get<std::string>();
     s.connect_timeout = absl::Seconds(j.at("connect_timeout_s").get<double>());
     s.rpc_timeout = absl::Seconds(j.at("rpc_timeout_s").get<double>());
+    if (j.contains("max_input_size")) s.max_input_size = JsonIntegerField<uint64_t>(j, "max_input_size");
+    if (j.contains("max_payload_memory")) {
+      s.max_payload_memory = JsonIntegerField<uint64_t>(j, "max_payload_memory");
+    }
     if (j.contains("rdma")) {
       auto rdma = RdmaOptionsFromJson(j["rdma"]);
       if (!rdma.ok()) return rdma.status();

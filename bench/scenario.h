@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "inputs/input_file.h"
 #include "payloads/spec.h"
 #include "transports/transport.h"
 
@@ -58,7 +59,14 @@ struct Scenario {
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(60);
 
-  // The payload plans this scenario measures, one result row each.
+  // What the inputs may cost, checked before anything is allocated: the size of a trace file,
+  // and the bytes of every payload the plans allocate (0: half of the memory of the host
+  // resolving the plans).
+  uint64_t max_input_size = kDefaultMaxInputBytes;
+  uint64_t max_payload_memory = 0;
+
+  // The payload plans this scenario measures, one result row each. INVALID_ARGUMENT when their
+  // payloads together exceed max_payload_memory.
   absl::StatusOr<std::vector<PayloadPlan>> Plans() const;
 };
 

@@ -40,8 +40,16 @@ ABSL_FLAG(bool, busy_poll, false,
           "launchers also the PS): lower latency, one core per process");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
+ABSL_FLAG(psbench::ByteSize, max_input_size, psbench::ByteSize{psbench::kDefaultMaxInputBytes},
+          "largest text input read (trace, scenario file, report input); larger ones are "
+          "refused before they are read");
+ABSL_FLAG(psbench::ByteSize, max_payload_memory, psbench::ByteSize{0},
+          "most memory a worker's payloads may take together, checked before any is allocated "
+          "(default: half of the host's memory)");
 
 namespace psbench {
+
+uint64_t MaxInputSize() { return absl::GetFlag(FLAGS_max_input_size).bytes; }
 
 absl::StatusOr<Scenario> ScenarioFromFlags() {
   Scenario s;
@@ -116,6 +124,8 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.rdma = *rdma;
   s.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   s.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
+  s.max_input_size = MaxInputSize();
+  s.max_payload_memory = absl::GetFlag(FLAGS_max_payload_memory).bytes;
   if (absl::Status st = ValidateScenario(s); !st.ok()) return st;
   return s;
 }

@@ -3,6 +3,8 @@
 #ifndef PSBENCH_BENCH_SCENARIO_FLAGS_H_
 #define PSBENCH_BENCH_SCENARIO_FLAGS_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "bench/scenario.h"
 
@@ -10,6 +12,10 @@ namespace psbench {
 
 // Builds a scenario from the flags and validates it (without reading trace files).
 absl::StatusOr<Scenario> ScenarioFromFlags();
+
+// --max-input-size in bytes: the cap on every text input of the command (trace, scenario file,
+// report inputs).
+uint64_t MaxInputSize();
 
 }  // namespace psbench
 

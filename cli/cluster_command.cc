@@ -150,7 +150,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   options->bin_dir = absl::GetFlag(FLAGS_remote_bin_dir);
   if (options->bin_dir.empty()) options->bin_dir = bin_dir;
   std::string json_path = JsonFlag();
-  CheckJsonPathOrDie(kProgram, json_path);
+  CheckOutputsOrDie(kProgram, json_path);
 
   char tmpl[] = "/tmp/psbench-cluster-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) Die(kProgram, "cannot create a temporary directory", kExitRuntime);

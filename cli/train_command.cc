@@ -44,7 +44,7 @@ int RunTrainCommand(int argc, char** argv) {
 #else
   auto settings = TrainerSettingsFromFlags(absl::GetFlag(FLAGS_model));
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
-  CheckJsonPathOrDie(kProgram, json_path);
+  CheckOutputsOrDie(kProgram, json_path);
   trainer::TimingOptions options;
   options.model = settings->model;
   options.engine = settings->engine;

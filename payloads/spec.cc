@@ -373,9 +373,9 @@ std::string PayloadPlan::Summary() const {
   return summary;
 }
 
-absl::StatusOr<PayloadPlan> ResolvePlan(const PayloadSpec& spec) {
+absl::StatusOr<PayloadPlan> ResolvePlan(const PayloadSpec& spec, uint64_t max_trace_bytes) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
-  if (spec.scheme == Scheme::kTrace) return LoadTrace(spec.trace_path);
+  if (spec.scheme == Scheme::kTrace) return LoadTrace(spec.trace_path, max_trace_bytes);
   std::vector<BufferPlan> buffers;
   for (Category c : SyntheticCategories(spec)) buffers.push_back({spec.SizeOf(c), ""});
   PayloadPlan plan;

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "inputs/input_file.h"
 
 namespace psbench {
 
@@ -86,7 +87,9 @@ struct PayloadPlan {
 //           order); each chosen category keeps at least one buffer when buffers >= categories.
 //           Order: round-robin over the bias order while a category has buffers left.
 //  trace:   see LoadTrace.
-absl::StatusOr<PayloadPlan> ResolvePlan(const PayloadSpec& spec);
+// A trace file over `max_trace_bytes` is refused before it is read.
+absl::StatusOr<PayloadPlan> ResolvePlan(const PayloadSpec& spec,
+                                        uint64_t max_trace_bytes = kDefaultMaxInputBytes);
 
 // A single-buffer plan (size sweeps).
 PayloadPlan SingleBufferPlan(uint64_t bytes);
@@ -99,7 +102,9 @@ PayloadPlan SingleBufferPlan(uint64_t bytes);
 //   {"params": [{"name":..,"bytes":..,"grad_ready_order":..}, ...]} reference traces
 //                                                 (one payload in gradient-ready order)
 // Every size must be an integer in [1, 1 GiB]; errors name the file and the entry.
-absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path);
+// Only a regular file of at most `max_bytes` is read (inputs/input_file.h).
+absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path,
+                                      uint64_t max_bytes = kDefaultMaxInputBytes);
 // The same for a trace's text already read; `path` only names it in errors.
 absl::StatusOr<PayloadPlan> ParseTrace(std::string_view text, const std::string& path);
 

@@ -1,11 +1,6 @@
 // LoadTrace: the JSON trace forms listed in spec.h.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +8,7 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "inputs/input_file.h"
 #include "payloads/cat.h"
 #include "payloads/spec.h"
 
@@ -48,36 +44,6 @@ class TraceErrors {
  private:
   std::string prefix_;
 };
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const TraceErrors& errors) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        Cat(errors.prefix(), "cannot open: ", std::strerror(err)));
-  }
-  std::string text;
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return errors.Invalid(Cat("cannot read: ", std::strerror(EISDIR)));
-  }
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return absl::Status(absl::ErrnoToStatusCode(err),
-                          Cat(errors.prefix(), "cannot read: ", std::strerror(err)));
-    }
-    text.append(chunk, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
 
 // Where an entry sits, for messages: "entry 3" or "group 1, entry 3" (0-based, as in JSON).
 std::string Where(std::optional<size_t> group, size_t entry) {
@@ -245,8 +211,8 @@ absl::StatusOr<PayloadPlan> ParseObject(const json& root, const TraceErrors& err
 
 }  // namespace
 
-absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path, TraceErrors(path));
+absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path, uint64_t max_bytes) {
+  absl::StatusOr<std::string> text = ReadInputFile(path, "trace file", max_bytes);
   if (!text.ok()) return text.status();
   return ParseTrace(*text, path);
 }

@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "inputs/input_file.h"
 
 ABSL_FLAG(std::string, tls_cert, "",
           "TLS: this process's certificate chain (PEM). PS: turns TLS on (with --tls-key); "
@@ -40,18 +41,14 @@ std::string SslError() {
   return reason != nullptr ? reason : absl::StrCat("OpenSSL error ", e);
 }
 
+// A certificate chain or key is a few KiB; 1 MiB leaves room for long chains.
+constexpr uint64_t kMaxPemBytes = uint64_t{1} << 20;
+
 absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", path, ": cannot read: ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", path, ": cannot read"));
-  }
-  return text.str();
+  absl::StatusOr<std::string> text =
+      ReadInputFile(path, absl::StrCat("--", flag), kMaxPemBytes, /*limit_flag=*/"");
+  if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
+  return text;
 }
 
 using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;

@@ -20,6 +20,7 @@
 #include "bench/runner.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
+#include "inputs/input_file.h"
 #include "payloads/payload.h"
 #include "transports/rdma_flags.h"
 #include "transports/tls_flags.h"
@@ -88,7 +89,9 @@ absl::StatusOr<Scenario> LoadScenario() {
         // Which worker of the run this is: the one thing that differs between them.
         "worker-index",
         // Credentials are this process's, not the scenario's.
-        "tls-cert", "tls-key", "tls-ca", "tls-server-name"};
+        "tls-cert", "tls-key", "tls-ca", "tls-server-name",
+        // The cap on reading the scenario file itself.
+        "max-input-size"};
     // The trainer's settings (every flag trainer_flags.cc defines) are not part of a payload
     // scenario.
     std::string absl_name = absl::StrReplaceAll(flag, {{"-", "_"}});
@@ -101,9 +104,9 @@ absl::StatusOr<Scenario> LoadScenario() {
   }
   std::string text;
   if (!path.empty()) {
-    std::ifstream in(path);
-    if (!in) return absl::InvalidArgumentError(absl::StrCat("--scenario=", path, ": cannot open"));
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    absl::StatusOr<std::string> file = ReadInputFile(path, "--scenario", MaxInputSize());
+    if (!file.ok()) return absl::InvalidArgumentError(file.status().message());
+    text = *std::move(file);
   } else if (!absl::WebSafeBase64Unescape(inline_text, &text)) {
     return absl::InvalidArgumentError("--scenario-base64: not base64url");
   }
@@ -115,6 +118,7 @@ absl::StatusOr<Scenario> LoadScenario() {
   }
   auto s = ScenarioFromJson(j);
   if (s.ok() && FlagWasSet("worker-index")) s->worker_index = absl::GetFlag(FLAGS_worker_index);
+  if (s.ok() && FlagWasSet("max-input-size")) s->max_input_size = MaxInputSize();
   return s;
 }
 
@@ -178,7 +182,7 @@ int Main(int argc, char** argv) {
 
   std::string json_path = absl::GetFlag(FLAGS_json);
   // Fail before connecting and measuring, not after.
-  auto check_json_path = [&json_path] { CheckJsonPathOrDie(kProgram, json_path); };
+  auto check_json_path = [&json_path] { CheckOutputsOrDie(kProgram, json_path); };
   if (!job) check_json_path();
 
   // Payloads are declared before the client so they outlive it (the transport may

@@ -20,6 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "bench/scenario_flags.h"
+#include "inputs/input_file.h"
 
 namespace psbench {
 namespace {
@@ -451,11 +453,12 @@ std::string ShellQuote(const std::string& word) {
 }
 
 absl::StatusOr<std::vector<std::string>> ReadHostFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--hostfile=", path, ": cannot read it"));
+  absl::StatusOr<std::string> file = ReadInputFile(path, "--hostfile", MaxInputSize());
+  if (!file.ok()) return absl::InvalidArgumentError(file.status().message());
   std::vector<std::string> slots;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(*file, '\n')) {
+    ++number;
     absl::string_view text = line;
     if (size_t hash = text.find('#'); hash != absl::string_view::npos) text = text.substr(0, hash);
     std::vector<absl::string_view> words = absl::StrSplit(text, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());

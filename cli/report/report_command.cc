@@ -161,7 +161,7 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
 }  // namespace
 
 int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/cli/report/report_command.cc"});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/cli/report/report_command.cc", "/bench/scenario_flags.cc:max_input_size"});
   std::vector<std::string> files(positional.begin() + 1, positional.end());
   if (files.empty()) {
     Die(kProgram, "give one or more JSON Lines files (psbench run --json=FILE); see --help", kExitUsage);
@@ -180,14 +180,9 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   const std::string csv = absl::GetFlag(FLAGS_csv);
   if (FlagWasSet("csv") && csv.empty()) Die(kProgram, "--csv needs a file name", kExitUsage);
   // An output must not replace what it is made from.
-  for (const auto& [flag, out] : {std::pair<const char*, std::string>{"markdown", markdown}, {"html", html}, {"csv", csv}}) {
-    for (const std::string& in : files) {
-      std::error_code same_ec;
-      if (!out.empty() && fs::exists(out) && fs::equivalent(out, in, same_ec)) {
-        Die(kProgram, absl::StrCat("--", flag, "=", out, " is one of the inputs; it would be overwritten"), kExitUsage);
-      }
-    }
-  }
+  std::vector<NamedPath> inputs;
+  for (const std::string& in : files) inputs.push_back({"the report input", in});
+  if (absl::Status s = CheckOutputsSpareInputs(inputs); !s.ok()) Die(kProgram, s, kExitUsage);
   auto records = report::ReadRecords(files);
   if (!records.ok()) Die(kProgram, records.status(), kExitUsage);
   auto built = report::BuildReport(*records, options);

@@ -15,6 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/report.h"
+#include "bench/scenario_flags.h"
+#include "inputs/input_file.h"
 #include "cli/report/report_internal.h"
 #include "fmt/core.h"
 
@@ -85,11 +87,12 @@ absl::StatusOr<std::vector<Input>> ReadRecords(const std::vector<std::string>& p
   if (paths.empty()) return absl::InvalidArgumentError("no input: give one or more JSON Lines files");
   std::vector<Input> records;
   for (const std::string& path : paths) {
-    std::ifstream in(path);
-    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
-    std::string line;
+    absl::StatusOr<std::string> text = ReadInputFile(path, "report input", MaxInputSize());
+    if (!text.ok()) return text.status();
     size_t count = 0;
-    for (int number = 1; std::getline(in, line); ++number) {
+    int number = 0;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      ++number;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object()) {
@@ -105,7 +108,6 @@ absl::StatusOr<std::vector<Input>> ReadRecords(const std::vector<std::string>& p
       records.push_back({*std::move(record), absl::StrCat(path, ":", number)});
       ++count;
     }
-    if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
     if (count == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": empty, no records"));
   }
   return records;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include "tests/integration/run_helpers.h"
@@ -62,6 +64,10 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("negative.json", "[10, 1024, -5]");
     tmp_.Write("negative-tensor.json", R"([{"name": "w", "bytes": -1}])");
     tmp_.Write("huge.json", "[2147483648]");
+    tmp_.Write("valid.json", "[10, 1024]");
+    tmp_.Write("two-mib.json", "[[1048576], [1048576]]");
+    // A FIFO with no writer: reading it would wait forever.
+    ASSERT_EQ(::mkfifo((tmp_.path() + "/fifo.json").c_str(), 0600), 0);
   }
 
   TempDir tmp_;
@@ -147,6 +153,20 @@ const std::vector<BadInput> kScenarioCases = {
     {"TraceTensorAboveOneGiB", {}, {"--scheme=trace", "--trace=$DIR/huge.json"},
      {"$DIR/huge.json", "2147483648"}},
     {"TraceSchemeWithoutFile", {}, {"--scheme=trace"}, {"--scheme=trace", "--trace"}},
+    // Only a regular file of bounded size is read, and an output never lands on an input.
+    {"TraceIsADirectory", {}, {"--scheme=trace", "--trace=$DIR"}, {"$DIR", "is a directory"}},
+    {"TraceIsADevice", {}, {"--scheme=trace", "--trace=/dev/zero"},
+     {"/dev/zero", "is a character device, not a regular file"}},
+    {"TraceIsAFifo", {}, {"--scheme=trace", "--trace=$DIR/fifo.json"},
+     {"$DIR/fifo.json", "is a FIFO"}},
+    {"TraceOverInputLimit", {}, {"--scheme=trace", "--trace=$DIR/valid.json", "--max-input-size=4"},
+     {"$DIR/valid.json", "is 10 bytes, over the 4 bytes limit", "--max-input-size"}},
+    {"MaxInputSizeNotASize", {}, {"--max-input-size=lots"}, {"--max-input-size", "lots"}},
+    {"TracePayloadsOverMemory", {},
+     {"--scheme=trace", "--trace=$DIR/two-mib.json", "--max-payload-memory=1M"},
+     {"2MiB", "--max-payload-memory=1MiB"}},
+    {"JsonOverTheTrace", {}, {"--scheme=trace", "--trace=$DIR/valid.json", "--json=$DIR/valid.json"},
+     {"--json=$DIR/valid.json would write over --trace=$DIR/valid.json"}},
     {"TraceWithoutTraceScheme", {}, {"--trace=$DIR/negative.json"}, {"--trace", "--scheme=trace"}},
     {"ZeroIterations", {}, {"--iterations=0"}, {"--iterations"}},
     {"NegativeWarmupIterations", {}, {"--warmup-iterations=-1"}, {"--warmup-iterations"}},

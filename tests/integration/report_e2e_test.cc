@@ -186,7 +186,7 @@ const std::string kLatencyRecord =
 TEST_F(ReportInputTest, OutputsNeverReplaceAnInputAndCsvHasARowPerRecord) {
   std::string in = tmp_.Write("in.jsonl", kLatencyRecord + kLatencyRecord);
   for (const char* flag : {"--markdown=", "--html=", "--csv="}) {
-    Expect({in, flag + in}, 2, "is one of the inputs; it would be overwritten");
+    Expect({in, flag + in}, 2, "would write over the report input");
     EXPECT_EQ(ReadFile(in), kLatencyRecord + kLatencyRecord) << flag;
   }
   const std::string csv = tmp_.File("out.csv");
@@ -202,7 +202,11 @@ TEST_F(ReportInputTest, OutputsNeverReplaceAnInputAndCsvHasARowPerRecord) {
 TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   std::string bad = tmp_.Write("bad.jsonl", kLatencyRecord + "not json\n");
   Expect({bad}, 2, "psbench report: " + bad + ":2: not a JSON object");
-  Expect({tmp_.File("missing.jsonl")}, 2, "missing.jsonl: cannot open (No such file or directory)");
+  Expect({tmp_.File("missing.jsonl")}, 2, "missing.jsonl': cannot open: No such file or directory");
+  // Only regular files, of bounded size: /dev/zero would grow without end, a FIFO wait forever.
+  Expect({"/dev/zero"}, 2, "report input '/dev/zero': is a character device, not a regular file");
+  Expect({tmp_.path()}, 2, "is a directory, not a regular file");
+  Expect({"--max-input-size=8", bad}, 2, "over the 8 bytes limit (raise it with --max-input-size)");
   std::string empty = tmp_.Write("empty.jsonl", "");
   Expect({empty}, 2, empty + ": empty, no records");
   std::string unknown = tmp_.Write("unknown.jsonl", "{\"kind\":\"mystery\"}\n");

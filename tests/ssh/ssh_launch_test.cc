@@ -255,7 +255,7 @@ TEST_P(SshBadHostfileTest, ExitsTwo) {
 INSTANTIATE_TEST_SUITE_P(
     Hostfiles, SshBadHostfileTest,
     ::testing::Values(
-        BadHostfile{"missing", "", {}, {"--hostfile=", "hosts", "cannot read"}},
+        BadHostfile{"missing", "", {}, {"--hostfile=", "hosts", "cannot open", "No such file"}},
         BadHostfile{"empty", "# only a comment\n\n", {}, {"--hostfile=", "no host"}},
         // 1 PS + 2 workers asked for, two slots given.
         BadHostfile{"two_slots_for_three", "127.0.0.1\n127.0.0.1\n", {"--num-workers=2"},

@@ -369,7 +369,7 @@ TEST(ReportInputTest, ReadsJsonLinesAndNamesTheBadLine) {
   std::string empty = write("empty.jsonl", "\n");
   EXPECT_EQ(ReadRecords({empty}).status().message(), empty + ": empty, no records");
   EXPECT_THAT(std::string(ReadRecords({dir + "/missing.jsonl"}).status().message()),
-              HasSubstr("missing.jsonl: cannot open (No such file or directory)"));
+              HasSubstr("missing.jsonl': cannot open: No such file or directory"));
   std::remove(good.c_str());
   std::remove(bad.c_str());
   std::remove(array.c_str());

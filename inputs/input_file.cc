@@ -1,0 +1,143 @@
+#include "inputs/input_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace psbench {
+namespace {
+
+// "--trace=PATH: " for a flag, "report input 'PATH': " for anything else.
+std::string Named(absl::string_view what, const std::string& path) {
+  if (absl::StartsWith(what, "--")) return absl::StrCat(what, "=", path, ": ");
+  return absl::StrCat(what, " '", path, "': ");
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+std::string Bytes(uint64_t n) {
+  if (n >= (uint64_t{1} << 20) && n % (uint64_t{1} << 20) == 0) return absl::StrCat(n >> 20, " MiB");
+  return absl::StrCat(n, n == 1 ? " byte" : " bytes");
+}
+
+// The checks on an open file: a regular file within the limit.
+absl::Status CheckOpen(const struct stat& st, const std::string& path, absl::string_view what,
+                       uint64_t max_bytes, absl::string_view limit_flag) {
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Named(what, path), "is ", KindOf(st.st_mode), ", not a regular file"));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Named(what, path), "is ", st.st_size, " bytes, over the ", Bytes(max_bytes), " limit",
+        limit_flag.empty() ? "" : absl::StrCat(" (raise it with ", limit_flag, ")")));
+  }
+  return absl::OkStatus();
+}
+
+// O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+absl::StatusOr<int> Open(const std::string& path, absl::string_view what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat(Named(what, path), "cannot open: ", std::strerror(err)));
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::Status CheckInputFile(const std::string& path, absl::string_view what, uint64_t max_bytes,
+                            absl::string_view limit_flag) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<int> fd = Open(path, what);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  absl::Status s = ::fstat(*fd, &st) == 0
+                       ? CheckOpen(st, path, what, max_bytes, limit_flag)
+                       : absl::InternalError(absl::StrCat(Named(what, path), "cannot stat: ",
+                                                          std::strerror(errno)));
+  ::close(*fd);
+  return s;
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, absl::string_view what,
+                                          uint64_t max_bytes, absl::string_view limit_flag) {
+  absl::StatusOr<int> fd = Open(path, what);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(*fd, &st) != 0) {
+    const int err = errno;
+    ::close(*fd);
+    return absl::InternalError(absl::StrCat(Named(what, path), "cannot stat: ", std::strerror(err)));
+  }
+  if (absl::Status s = CheckOpen(st, path, what, max_bytes, limit_flag); !s.ok()) {
+    ::close(*fd);
+    return s;
+  }
+  // A regular file never blocks; the limit holds even if the file grows while it is read.
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(*fd, chunk, sizeof(chunk));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(*fd);
+      return absl::Status(absl::ErrnoToStatusCode(err),
+                          absl::StrCat(Named(what, path), "cannot read: ", std::strerror(err)));
+    }
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(*fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          Named(what, path), "grew over the ", Bytes(max_bytes), " limit while it was read"));
+    }
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  return text;
+}
+
+absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string& output,
+                               const std::vector<NamedPath>& inputs) {
+  if (output.empty() || output == "-") return absl::OkStatus();
+  struct stat out;
+  const bool exists = ::stat(output.c_str(), &out) == 0;
+  std::error_code ec;
+  const std::filesystem::path out_path = std::filesystem::weakly_canonical(output, ec);
+  for (const NamedPath& in : inputs) {
+    if (in.path.empty() || in.path == "-") continue;
+    struct stat st;
+    // An existing file by device and inode (a second name or a link is caught too); one not
+    // yet written (another output) by its path.
+    const bool same =
+        exists ? ::stat(in.path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino
+               : !ec && std::filesystem::weakly_canonical(in.path, ec) == out_path && !ec;
+    if (same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          output_flag, "=", output, " would write over ", in.flag,
+          in.flag.rfind("--", 0) == 0 ? "=" : " ", in.path,
+          in.path == output ? "" : " (the same file)", "; write the output elsewhere"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psbench

@@ -1,0 +1,54 @@
+// Files the user names: read only when they are regular files of a bounded size, and never
+// written over by the same invocation's outputs.
+//
+// A trace, scenario, report input or host file is read whole and parsed. Without bounds,
+// /dev/zero grows until the process is killed, a FIFO waits forever for a writer, and a
+// directory fails with a message about reading. Each input is checked before a byte is read.
+#ifndef PSBENCH_INPUTS_INPUT_FILE_H_
+#define PSBENCH_INPUTS_INPUT_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace psbench {
+
+// The default cap on a text input (--max-input-size): far above any trace, scenario or
+// results file psbench writes, far below what parsing it would make a problem.
+inline constexpr uint64_t kDefaultMaxInputBytes = uint64_t{64} << 20;
+
+// Reads `path` whole. `what` names the input in errors, a flag ("--hostfile": "--hostfile=PATH: ")
+// or words ("trace file": "trace file 'PATH': "):
+//   INVALID_ARGUMENT "WHAT 'PATH': is a FIFO, not a regular file" (also for directories,
+//   devices, sockets: opened without blocking, so a FIFO is refused at once);
+//   INVALID_ARGUMENT "WHAT 'PATH': is N bytes, over the M limit (raise it with
+//   --max-input-size)" (`limit_flag` names the flag; empty for a fixed limit);
+//   the open or read error (NOT_FOUND, PERMISSION_DENIED, ...) "WHAT 'PATH': cannot open: ...".
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, absl::string_view what,
+                                          uint64_t max_bytes,
+                                          absl::string_view limit_flag = "--max-input-size");
+
+// OK if `path` names nothing or a regular file within `max_bytes`; the same errors otherwise.
+// For inputs read later, or by another process, that should be refused before a run starts.
+absl::Status CheckInputFile(const std::string& path, absl::string_view what, uint64_t max_bytes,
+                            absl::string_view limit_flag = "--max-input-size");
+
+// An input of this invocation, for CheckOutputSpares.
+struct NamedPath {
+  std::string flag;  // as the user gave it: "--trace", "the report input"
+  std::string path;
+};
+
+// INVALID_ARGUMENT naming both when `output` (written by `output_flag`) is the same file as one
+// of `inputs`: by device and inode when it exists (a second name or a link is caught too),
+// else by canonical path (two outputs of one invocation).
+absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string& output,
+                               const std::vector<NamedPath>& inputs);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_INPUTS_INPUT_FILE_H_
