@@ -177,13 +177,13 @@ void Die(absl::string_view program, absl::string_view message, int code) {
   std::_Exit(code);
 }
 
-absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs) {
+absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs,
+                                     const std::string& json) {
   // The flags by their Abseil names; a program that lacks one has nothing to check for it.
   auto value = [](const char* name) -> std::string {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) return "";
-    std::string text = flag->CurrentValue();
-    return text;
+    return flag->CurrentValue();
   };
   auto dashed = [](std::string name) {
     std::replace(name.begin(), name.end(), '_', '-');
@@ -195,7 +195,7 @@ absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs) 
   }
   inputs.insert(inputs.end(), more_inputs.begin(), more_inputs.end());
   for (const char* name : {"json", "write_trace", "progress_file", "markdown", "html", "csv"}) {
-    const std::string path = value(name);
+    const std::string path = std::string(name) == "json" && !json.empty() ? json : value(name);
     if (path.empty() || path == "-") continue;
     if (absl::Status s = CheckOutputSpares(dashed(name), path, inputs); !s.ok()) return s;
     inputs.push_back({dashed(name), path});  // a later output must not be this one either

@@ -170,8 +170,9 @@ Record AggregateThroughput(const std::vector<Record>& workers) {
   return total;
 }
 
-void CheckOutputsOrDie(absl::string_view program, const std::string& path) {
-  if (absl::Status s = CheckOutputsSpareInputs(); !s.ok()) Die(program, s, kExitUsage);
+void CheckOutputsOrDie(absl::string_view program, const std::string& path,
+                       const std::vector<NamedPath>& inputs) {
+  if (absl::Status s = CheckOutputsSpareInputs(inputs, path); !s.ok()) Die(program, s, kExitUsage);
   if (path.empty()) return;
   if (absl::Status s = AppendJsonLines(path, {}); !s.ok()) {
     Die(program, s, s.code() == absl::StatusCode::kUnavailable ? kExitRuntime : kExitUsage);

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "transports/rdma_flags.h"
 
 #include "absl/strings/str_cat.h"
@@ -71,16 +73,16 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
     if (!plan.ok()) return plan.status();
     plans.push_back(*std::move(plan));
   }
-  // A worker allocates every payload of every plan (each group of a trace) before it measures:
-  // a small trace can name gigabytes.
-  uint64_t total = 0;
-  for (const PayloadPlan& plan : plans) total += plan.TotalBytes();
+  // A worker allocates every payload of a plan (each group of a trace) before it measures it,
+  // and frees them after: a small trace can name gigabytes.
+  uint64_t peak = 0;
+  for (const PayloadPlan& plan : plans) peak = std::max(peak, plan.TotalBytes());
   const uint64_t budget = max_payload_memory > 0 ? max_payload_memory : DefaultPayloadMemory();
-  if (total > budget) {
+  if (peak > budget) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the payloads to send take ", FormatSize(total), " of memory (",
+        "the payloads to send take ", FormatSize(peak), " of memory at once (",
         plans.size() == 1 ? absl::StrCat(plans[0].payloads.size(), " payloads")
-                          : absl::StrCat(plans.size(), " sizes"),
+                          : "the largest size",
         "), over --max-payload-memory=", FormatSize(budget),
         max_payload_memory > 0 ? "" : " (half of this host's memory)",
         "; raise it or send fewer bytes"));
@@ -126,6 +128,7 @@ absl::Status ValidateScenario(const Scenario& s) {
         "--benchmark=", BenchmarkName(s.benchmark),
         " is point-to-point and takes one PS; use --benchmark=throughput for several"));
   }
+  if (s.max_input_size < 1) return absl::InvalidArgumentError("--max-input-size must be at least 1 byte");
   if (s.connect_timeout <= absl::ZeroDuration() || s.rpc_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--connect-timeout and --rpc-timeout must be positive");
   }

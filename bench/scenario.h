@@ -60,13 +60,13 @@ struct Scenario {
   absl::Duration rpc_timeout = absl::Seconds(60);
 
   // What the inputs may cost, checked before anything is allocated: the size of a trace file,
-  // and the bytes of every payload the plans allocate (0: half of the memory of the host
-  // resolving the plans).
+  // and the bytes of the payloads of one plan, which a worker holds at once (0: half of the
+  // memory of the host resolving the plans).
   uint64_t max_input_size = kDefaultMaxInputBytes;
   uint64_t max_payload_memory = 0;
 
-  // The payload plans this scenario measures, one result row each. INVALID_ARGUMENT when their
-  // payloads together exceed max_payload_memory.
+  // The payload plans this scenario measures, one result row each. INVALID_ARGUMENT when one
+  // plan's payloads together exceed max_payload_memory.
   absl::StatusOr<std::vector<PayloadPlan>> Plans() const;
 };
 

@@ -120,16 +120,17 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
   if (output.empty() || output == "-") return absl::OkStatus();
   struct stat out;
   const bool exists = ::stat(output.c_str(), &out) == 0;
-  std::error_code ec;
-  const std::filesystem::path out_path = std::filesystem::weakly_canonical(output, ec);
+  std::error_code out_ec;
+  const std::filesystem::path out_path = std::filesystem::weakly_canonical(output, out_ec);
   for (const NamedPath& in : inputs) {
     if (in.path.empty() || in.path == "-") continue;
     struct stat st;
+    std::error_code in_ec;
     // An existing file by device and inode (a second name or a link is caught too); one not
     // yet written (another output) by its path.
     const bool same =
         exists ? ::stat(in.path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino
-               : !ec && std::filesystem::weakly_canonical(in.path, ec) == out_path && !ec;
+               : !out_ec && std::filesystem::weakly_canonical(in.path, in_ec) == out_path && !in_ec;
     if (same) {
       return absl::InvalidArgumentError(absl::StrCat(
           output_flag, "=", output, " would write over ", in.flag,

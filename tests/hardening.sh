@@ -41,8 +41,9 @@ export TSAN_OPTIONS="suppressions=$SUPP/tsan.supp:second_deadlock_stack=1:halt_o
 
 # clang: libFuzzer needs it, and it compiles ASan code about twice as fast as gcc.
 configure_asan() {
-    CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DPSBENCH_SANITIZE=address,undefined \
-        -DPSBENCH_FUZZ=ON -DPSBENCH_TRAINER=OFF
+    # The compilers as cache variables: a tree configured earlier with gcc is reconfigured.
+    cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_FUZZ=ON -DPSBENCH_TRAINER=OFF
 }
 
 run_asan() {

@@ -131,8 +131,8 @@ class Client {
   // Waits until every PS answers on the control plane. Fails naming the first PS that
   // did not answer within connect_timeout. The code says whose fault it is (see
   // ConnectFailureIsUsage): UNAVAILABLE for a PS never reached, INVALID_ARGUMENT,
-  // FAILED_PRECONDITION or NOT_FOUND for settings refused; DEADLINE_EXCEEDED or ABORTED for a
-  // PS that answered and then stopped or went away.
+  // FAILED_PRECONDITION, NOT_FOUND or OUT_OF_RANGE for settings refused; DEADLINE_EXCEEDED or
+  // ABORTED for a PS that answered and then stopped or went away.
   virtual absl::Status Connect() = 0;
   virtual size_t num_servers() const = 0;
   virtual const std::string& server_address(size_t server) const = 0;

@@ -90,7 +90,7 @@ absl::StatusOr<Scenario> LoadScenario() {
         "worker-index",
         // Credentials are this process's, not the scenario's.
         "tls-cert", "tls-key", "tls-ca", "tls-server-name",
-        // The cap on reading the scenario file itself.
+        // The cap on reading the scenario file itself (and, given, its trace).
         "max-input-size"};
     // The trainer's settings (every flag trainer_flags.cc defines) are not part of a payload
     // scenario.
@@ -182,7 +182,10 @@ int Main(int argc, char** argv) {
 
   std::string json_path = absl::GetFlag(FLAGS_json);
   // Fail before connecting and measuring, not after.
-  auto check_json_path = [&json_path] { CheckOutputsOrDie(kProgram, json_path); };
+  // The trace may come from a scenario file, which no --trace flag names.
+  auto check_json_path = [&json_path, &scenario] {
+    CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}});
+  };
   if (!job) check_json_path();
 
   // Payloads are declared before the client so they outlive it (the transport may

@@ -19,6 +19,11 @@ ControlClient::ControlClient(const ClientOptions& options) : options_(options) {
   }
 }
 
+absl::Status LostAfterAnswering(absl::Status s) {
+  if (s.code() != absl::StatusCode::kUnavailable) return s;
+  return absl::AbortedError(s.message());
+}
+
 ControlClient::~ControlClient() { Close(); }
 
 absl::Status ControlClient::Connect() {
@@ -29,9 +34,10 @@ absl::Status ControlClient::Connect() {
   // A connection alone could be any gRPC server: ask each PS who it is. Two addresses of
   // one PS (a name and its IP, two names of one host) would count it twice.
   std::map<std::string, std::string> seen;  // instance -> address
+  // Each channel is connected: a PS lost from here on is not a wrong address.
   for (size_t i = 0; i < servers_.size(); ++i) {
     auto info = GetInfo(i);
-    if (!info.ok()) return info.status();
+    if (!info.ok()) return LostAfterAnswering(info.status());
     if (info->instance.empty()) continue;  // a PS from before instances: cannot tell
     auto [it, added] = seen.emplace(info->instance, servers_[i].address);
     if (!added) {
@@ -41,7 +47,7 @@ absl::Status ControlClient::Connect() {
     }
   }
   for (auto& s : servers_) {
-    if (absl::Status st = OpenSession(s); !st.ok()) return st;
+    if (absl::Status st = OpenSession(s); !st.ok()) return LostAfterAnswering(st);
   }
   return absl::OkStatus();
 }

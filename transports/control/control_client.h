@@ -22,6 +22,10 @@
 
 namespace psbench::control {
 
+// A PS that answered once and is now UNAVAILABLE went away: ABORTED, a runtime failure rather
+// than a wrong address (Client::Connect's codes). Other statuses are returned as they are.
+absl::Status LostAfterAnswering(absl::Status s);
+
 class ControlClient {
  public:
   // One channel per PS of options.servers; nothing is dialled yet.

@@ -120,7 +120,7 @@ class MpiClient final : public Client {
     std::set<int> seen;
     for (size_t i = 0; i < servers.size(); ++i) {
       auto info = control_->GetInfo(i);
-      if (!info.ok()) return info.status();
+      if (!info.ok()) return control::LostAfterAnswering(info.status());
       if (info->transport != "grpc+mpi") {
         return absl::FailedPreconditionError(absl::StrCat(
             "PS ", servers[i], " serves --transport=", info->transport,

@@ -95,7 +95,7 @@ class VerbsClient final : public Client {
     if (absl::Status s = control_->Connect(); !s.ok()) return s;
     for (size_t i = 0; i < peers_.size(); ++i) {
       auto info = control_->GetInfo(i);
-      if (!info.ok()) return info.status();
+      if (!info.ok()) return control::LostAfterAnswering(info.status());
       if (info->transport != "grpc+verbs") {
         return absl::FailedPreconditionError(absl::StrCat(
             "PS ", peers_[i].address, " serves --transport=", info->transport,
