@@ -24,6 +24,15 @@ absl::Status LostAfterAnswering(absl::Status s) {
   return absl::AbortedError(s.message());
 }
 
+absl::Status EndedAfterAnswering(const grpc::Status& s, const std::string& message) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
+    case grpc::StatusCode::FAILED_PRECONDITION: return absl::FailedPreconditionError(message);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(message);
+    default: return absl::AbortedError(message);
+  }
+}
+
 ControlClient::~ControlClient() { Close(); }
 
 absl::Status ControlClient::Connect() {

@@ -25,6 +25,9 @@ namespace psbench::control {
 // A PS that answered once and is now UNAVAILABLE went away: ABORTED, a runtime failure rather
 // than a wrong address (Client::Connect's codes). Other statuses are returned as they are.
 absl::Status LostAfterAnswering(absl::Status s);
+// A call to a PS that answered before ended with `s`: the PS's refusals (bad settings, no room)
+// keep their code, anything else is ABORTED (the PS was lost), with `message`.
+absl::Status EndedAfterAnswering(const grpc::Status& s, const std::string& message);
 
 class ControlClient {
  public:

@@ -374,17 +374,8 @@ class VerbsClient final : public Client {
            tag != reinterpret_cast<void*>(3)) {
     }
     p.session.reset();
-    // The PS's refusals keep their meaning (bad settings, no room); anything else is a PS
-    // lost after it answered, a runtime failure.
-    absl::StatusCode code = absl::StatusCode::kAborted;
-    switch (status.error_code()) {
-      case grpc::StatusCode::INVALID_ARGUMENT: code = absl::StatusCode::kInvalidArgument; break;
-      case grpc::StatusCode::FAILED_PRECONDITION: code = absl::StatusCode::kFailedPrecondition; break;
-      case grpc::StatusCode::RESOURCE_EXHAUSTED: code = absl::StatusCode::kResourceExhausted; break;
-      default: break;
-    }
-    return absl::Status(code, absl::StrCat("PS ", p.address, ": RDMA setup failed: ",
-                                           status.error_message()));
+    return control::EndedAfterAnswering(
+        status, absl::StrCat("PS ", p.address, ": RDMA setup failed: ", status.error_message()));
   }
 
   void EndSession(Peer& p) {
