@@ -53,6 +53,8 @@ absl::Status CheckSweep(uint64_t lo, uint64_t hi) {
   return absl::OkStatus();
 }
 
+namespace {
+
 // Half of this host's memory: what a worker's payloads may take unless told otherwise.
 uint64_t DefaultPayloadMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -60,6 +62,8 @@ uint64_t DefaultPayloadMemory() {
   if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
 }
+
+}  // namespace
 
 absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   std::vector<PayloadPlan> plans;

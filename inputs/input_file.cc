@@ -62,20 +62,6 @@ absl::StatusOr<int> Open(const std::string& path, absl::string_view what) {
 
 }  // namespace
 
-absl::Status CheckInputFile(const std::string& path, absl::string_view what, uint64_t max_bytes,
-                            absl::string_view limit_flag) {
-  if (path.empty()) return absl::OkStatus();
-  absl::StatusOr<int> fd = Open(path, what);
-  if (!fd.ok()) return fd.status();
-  struct stat st;
-  absl::Status s = ::fstat(*fd, &st) == 0
-                       ? CheckOpen(st, path, what, max_bytes, limit_flag)
-                       : absl::InternalError(absl::StrCat(Named(what, path), "cannot stat: ",
-                                                          std::strerror(errno)));
-  ::close(*fd);
-  return s;
-}
-
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, absl::string_view what,
                                           uint64_t max_bytes, absl::string_view limit_flag) {
   absl::StatusOr<int> fd = Open(path, what);

@@ -9,11 +9,11 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace psbench {
 
@@ -31,11 +31,6 @@ inline constexpr uint64_t kDefaultMaxInputBytes = uint64_t{64} << 20;
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, absl::string_view what,
                                           uint64_t max_bytes,
                                           absl::string_view limit_flag = "--max-input-size");
-
-// OK if `path` names nothing or a regular file within `max_bytes`; the same errors otherwise.
-// For inputs read later, or by another process, that should be refused before a run starts.
-absl::Status CheckInputFile(const std::string& path, absl::string_view what, uint64_t max_bytes,
-                            absl::string_view limit_flag = "--max-input-size");
 
 // An input of this invocation, for CheckOutputSpares.
 struct NamedPath {

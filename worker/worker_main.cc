@@ -1,6 +1,5 @@
 // psbench-worker: connects to one or more PS, runs a benchmark, prints the table and appends
 // one JSON record per result.
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
