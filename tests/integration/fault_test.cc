@@ -67,11 +67,15 @@ TEST_F(FaultTest, PsKeepsServingAfterLosingAWorker) {
   ASSERT_TRUE(ps);
   TempDir tmp;
   const Argv bandwidth = {"--benchmark=bandwidth", "--warmup=0s", "--quiet"};
-  Process a(WorkerArgv(ps->address(),
-                       Concat(bandwidth, {"--duration=3s", "--json=" + tmp.File("a.jsonl")})));
+  // B measures first; A starts after it and B dies once A measures too, so A's 3 s window
+  // always spans the loss however slowly a sanitized worker starts.
   Process b(WorkerArgv(ps->address(), Concat(bandwidth, {"--duration=30s",
                                                          "--progress-file=" + tmp.File("b")})));
   ASSERT_TRUE(WaitUntilMeasuring(tmp.File("b"), seconds(20))) << b.Stderr();
+  Process a(WorkerArgv(ps->address(),
+                       Concat(bandwidth, {"--duration=3s", "--json=" + tmp.File("a.jsonl"),
+                                          "--progress-file=" + tmp.File("a")})));
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("a"), seconds(20))) << a.Stderr();
   ASSERT_TRUE(b.Running()) << b.Stderr();
   b.Signal(SIGKILL);
   EXPECT_EQ(b.Wait(seconds(5)), 128 + SIGKILL);
