@@ -4,14 +4,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 #include "bench/cli.h"
 #include "payloads/size.h"
 
 ABSL_FLAG(std::string, benchmark, "latency",
           "latency | bandwidth | throughput | updates (psbench run without it: the default tour)");
-ABSL_FLAG(std::string, transport, "grpc",
-          "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (PS and workers as ranks of one "
-          "mpirun)");
 ABSL_FLAG(std::string, mode, "non-serialized",
           "non-serialized (raw gRPC byte buffers, zero-copy) | serialized (protobuf)");
 ABSL_FLAG(std::string, scheme, "uniform", "payload scheme: uniform | random | skew | trace");
@@ -35,9 +33,6 @@ ABSL_FLAG(int64_t, iterations, 0,
 ABSL_FLAG(int, window, 16, "bandwidth: payloads outstanding");
 ABSL_FLAG(int, outstanding, 8, "throughput: payloads outstanding per PS");
 ABSL_FLAG(bool, validate, false, "checksum every buffer end to end; fail on a mismatch");
-ABSL_FLAG(bool, busy_poll, false,
-          "spin on completions instead of sleeping, as perftest does (worker; under psbench's "
-          "launchers also the PS): lower latency, one core per process");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
 ABSL_FLAG(psbench::ByteSize, max_input_size, psbench::ByteSize{psbench::kDefaultMaxInputBytes},
@@ -56,7 +51,7 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   auto bench = ParseBenchmark(absl::GetFlag(FLAGS_benchmark));
   if (!bench.ok()) return bench.status();
   s.benchmark = *bench;
-  s.transport = absl::GetFlag(FLAGS_transport);
+  s.transport = TransportFlag();
   bool known = false;
   for (const auto& t : TransportNames()) known |= t == s.transport;
   if (!known) {
@@ -118,7 +113,7 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.window = absl::GetFlag(FLAGS_window);
   s.outstanding = absl::GetFlag(FLAGS_outstanding);
   s.validate = absl::GetFlag(FLAGS_validate);
-  s.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  s.busy_poll = BusyPollFlag();
   auto rdma = RdmaOptionsFromFlags(s.busy_poll);
   if (!rdma.ok()) return rdma.status();
   s.rdma = *rdma;

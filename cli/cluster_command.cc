@@ -20,6 +20,7 @@
 #include "fmt/core.h"
 #include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 #include "transports/tls_flags.h"
 #include "worker/trainer_flags.h"
 
@@ -44,8 +45,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kProgram[] = "psbench";
-constexpr char kUsage[] =
+constexpr char kClusterUsage[] =
     "psbench ssh --hostfile=FILE [flags] | psbench slurm [flags] | psbench mpirun --hostfile=FILE [flags]\n"
     "Runs psbench across cluster nodes, as psbench run does on one machine (every benchmark,\n"
     "the tour, --transports, --trainer, --benchmark=updates): PS on the first --num-ps slots,\n"
@@ -130,8 +130,8 @@ bool IsClusterCommand(const std::string& command) {
 
 int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   auto positional = ParseFlagsOrExit(
-      argc, argv, kUsage,
-      {"/cli/cluster_command.cc", kLaunchFlagsFile, "/bench/scenario_flags.cc", kRdmaFlagsFile,
+      argc, argv, kClusterUsage,
+      {"/cli/cluster_command.cc", kLaunchFlagsFile, "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile,
        kTrainerFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
   const std::string command = positional.at(0);
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);

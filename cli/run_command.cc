@@ -19,14 +19,14 @@
 #include "fmt/core.h"
 #include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 #include "transports/tls_flags.h"
 #include "worker/trainer_flags.h"
 
 namespace psbench {
 namespace {
 
-constexpr char kProgram[] = "psbench";
-constexpr char kUsage[] =
+constexpr char kRunUsage[] =
     "psbench run [flags]\n"
     "Runs psbench on this machine: starts PS and worker processes on loopback, runs the\n"
     "benchmark and prints the results. With no --benchmark, runs the default tour (latency,\n"
@@ -78,8 +78,8 @@ void CheckCpusExist(const LaunchOptions& o) {
 }  // namespace
 
 int RunRunCommand(int argc, char** argv, const std::string& bin_dir) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage,
-                                     {kLaunchFlagsFile, "/bench/scenario_flags.cc", kRdmaFlagsFile,
+  auto positional = ParseFlagsOrExit(argc, argv, kRunUsage,
+                                     {kLaunchFlagsFile, "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile,
                                       kTrainerFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
   auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc));

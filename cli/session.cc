@@ -19,7 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kProgram[] = "psbench";
 
 // The tour's summary: per scheme, its payload and the headline figure of each benchmark.
 void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& last) {

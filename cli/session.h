@@ -18,6 +18,9 @@
 
 namespace psbench {
 
+// How psbench's own messages begin ("psbench: ...").
+inline constexpr char kProgram[] = "psbench";
+
 struct Session {
   std::string name;  // the subcommand: "run", "ssh", "slurm", "mpirun"
   // Starts PS and workers as processes of their own (every transport but grpc+mpi).

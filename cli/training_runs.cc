@@ -17,7 +17,6 @@
 
 namespace psbench {
 namespace {
-constexpr char kProgram[] = "psbench";
 using nlohmann::json;
 
 // Training and the updates check exchange parameters with the PS.

@@ -16,6 +16,7 @@
 #include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
 #include "transports/tls_flags.h"
+#include "transports/transport_flags.h"
 #include "ps/param_store.h"
 #include "transports/transport.h"
 
@@ -23,12 +24,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1",
           "where to listen: an address (0.0.0.0 or :: for every interface), an interface "
           "(ib0, eth0: its address) or a host name; loopback only unless given");
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
-ABSL_FLAG(std::string, transport, "grpc",
-          "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (as a rank of one mpirun with the "
-          "workers)");
 ABSL_FLAG(int, threads, 1, "grpc: completion-queue threads serving the data plane");
-ABSL_FLAG(bool, busy_poll, false,
-          "serving threads spin on completions instead of sleeping (lower latency, one core each)");
 ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");
 ABSL_FLAG(bool, exit_on_stdin_close, false,
           "exit when stdin reaches its end (remote launchers keep it open: over ssh the "
@@ -48,7 +44,7 @@ constexpr char kUsage[] =
     "it, 'psbench-ps applied updates: JSON' (which steps of which worker it applied).";
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kTransportFlagsFile, kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -78,11 +74,11 @@ int Main(int argc, char** argv) {
   options.host = *listen;
   options.port = port;
   options.threads = threads;
-  options.busy_poll = absl::GetFlag(FLAGS_busy_poll);
+  options.busy_poll = BusyPollFlag();
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;
-  if (absl::Status s = CheckTransportFlagsApply({absl::GetFlag(FLAGS_transport)}, "threads"); !s.ok()) {
+  if (absl::Status s = CheckTransportFlagsApply({TransportFlag()}, "threads"); !s.ok()) {
     Die(kProgram, s, kExitUsage);
   }
   auto tls = TlsOptionsFromFlags(TlsSide::kServer);
@@ -105,7 +101,7 @@ int Main(int argc, char** argv) {
     if (auto report = param_store.Report()) info.updates = report->ToJson().dump();
     return info;
   };
-  auto server = MakeServer(absl::GetFlag(FLAGS_transport), options);
+  auto server = MakeServer(TransportFlag(), options);
   if (!server.ok()) Die(kProgram, server.status(), kExitUsage);
   auto bound = (*server)->Start();
   if (!bound.ok()) Die(kProgram, bound.status(), kExitUsage);
@@ -113,7 +109,7 @@ int Main(int argc, char** argv) {
   // host= lets a launcher dial a PS that listens on every interface (0.0.0.0) by name.
   std::printf("psbench-ps listening on %s%s%s:%d transport=%s pid=%d cpus=%s host=%s\n",
               v6 ? "[" : "", options.host.c_str(), v6 ? "]" : "", *bound,
-              absl::GetFlag(FLAGS_transport).c_str(), getpid(), CurrentAffinity().c_str(),
+              TransportFlag().c_str(), getpid(), CurrentAffinity().c_str(),
               HostName().c_str());
   std::fflush(stdout);
 

@@ -22,7 +22,7 @@ namespace psbench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr char kProgram[] = "psbench-worker";
+constexpr char kWorkerProgram[] = "psbench-worker";
 
 }  // namespace
 
@@ -30,11 +30,11 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                    const std::string& json_path, bool quiet,
                    const std::vector<std::string>& command) {
   auto model = trainer::BuildModel(settings.model);
-  if (!model.ok()) Die(kProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
+  if (!model.ok()) Die(kWorkerProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
   auto math = trainer::ParseMath(settings.math);
-  if (!math.ok()) Die(kProgram, math.status(), kExitUsage);
+  if (!math.ok()) Die(kWorkerProgram, math.status(), kExitUsage);
   auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads, *math);
-  if (!made.ok()) Die(kProgram, made.status(), kExitUsage);
+  if (!made.ok()) Die(kWorkerProgram, made.status(), kExitUsage);
   trainer::Network& net = **made;
   const auto& params = net.params();
 
@@ -51,7 +51,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                                    .momentum = settings.momentum,
                                    .seed = scenario.payload.seed,
                                    .round_timeout = scenario.rpc_timeout + absl::Seconds(5)});
-  if (!made_ps.ok()) Die(kProgram, made_ps.status(), kExitRuntime);
+  if (!made_ps.ok()) Die(kWorkerProgram, made_ps.status(), kExitRuntime);
   PsClient& ps = **made_ps;
   // The network goes before the PS client's memory it is bound to (it unpins that memory).
   const std::unique_ptr<trainer::Network> owned_net = std::move(*made);
@@ -61,10 +61,10 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     values[i] = ps.incoming(static_cast<int>(i));
     grads[i] = ps.outgoing(static_cast<int>(i));
   }
-  if (absl::Status s = net.Bind(values, grads); !s.ok()) Die(kProgram, s, kExitRuntime);
+  if (absl::Status s = net.Bind(values, grads); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
   // One round with every PS; the network's parameters are then the PS's.
   auto exchange = [&](ExchangeHeader::Kind kind, uint64_t step) {
-    if (absl::Status s = ps.Exchange(kind, step); !s.ok()) Die(kProgram, s, kExitRuntime);
+    if (absl::Status s = ps.Exchange(kind, step); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
     net.ParamsChanged();
   };
 
@@ -94,7 +94,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     trace.Start();
     net.Backward([&trace](int p) { trace.Ready(p); });
     const auto computed = Clock::now();
-    if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, step); !s.ok()) Die(kProgram, s, kExitRuntime);
+    if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, step); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
     const auto exchanged = Clock::now();
     net.ParamsChanged();
     const auto loaded = Clock::now();
@@ -109,7 +109,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
   // Every worker of a run gets the same flags: worker 0 alone writes the trace.
   if (!settings.write_trace.empty() && scenario.worker_index == 0) {
-    if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kProgram, s, kExitRuntime);
+    if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
   }
 
   const double total_s = std::accumulate(step_s.begin(), step_s.end(), 0.0);
@@ -176,7 +176,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                to_device, losses.front(), losses.back());
   }
   if (!json_path.empty()) {
-    if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);
+    if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
   }
   return 0;
 }

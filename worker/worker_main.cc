@@ -22,6 +22,7 @@
 #include "inputs/input_file.h"
 #include "payloads/payload.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 #include "transports/tls_flags.h"
 #include "transports/transport.h"
 #include "worker/trainer_flags.h"
@@ -122,7 +123,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   if (absl::GetFlag(FLAGS_exit_on_stdin_close)) ExitWhenStdinCloses();
   // --trainer: train a model through the PS instead of running a payload benchmark.

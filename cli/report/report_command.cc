@@ -40,8 +40,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kProgram[] = "psbench report";
-constexpr char kUsage[] =
+constexpr char kReportProgram[] = "psbench report";
+constexpr char kReportUsage[] =
     "psbench report FILE.jsonl... [--markdown=OUT.md] [--html=OUT.html] [--csv=OUT.csv] [--compare=A,B]\n"
     "Tables (Markdown, on stdout) and a static HTML page with plots from the JSON Lines that\n"
     "psbench run --json and psbench-worker --json write: latency and bandwidth against size,\n"
@@ -161,42 +161,42 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
 }  // namespace
 
 int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/cli/report/report_command.cc", "/bench/scenario_flags.cc:max_input_size"});
+  auto positional = ParseFlagsOrExit(argc, argv, kReportUsage, {"/cli/report/report_command.cc", "/bench/scenario_flags.cc:max_input_size"});
   std::vector<std::string> files(positional.begin() + 1, positional.end());
   if (files.empty()) {
-    Die(kProgram, "give one or more JSON Lines files (psbench run --json=FILE); see --help", kExitUsage);
+    Die(kReportProgram, "give one or more JSON Lines files (psbench run --json=FILE); see --help", kExitUsage);
   }
   report::ReportOptions options;
   options.inputs = files;
   if (FlagWasSet("compare")) {
     auto ab = report::ParseCompare(absl::GetFlag(FLAGS_compare));
-    if (!ab.ok()) Die(kProgram, ab.status(), kExitUsage);
+    if (!ab.ok()) Die(kReportProgram, ab.status(), kExitUsage);
     options.compare = *ab;
   }
   const std::string html = absl::GetFlag(FLAGS_html);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (FlagWasSet("html") && html.empty()) Die(kProgram, "--html needs a file name", kExitUsage);
-  if (FlagWasSet("markdown") && markdown.empty()) Die(kProgram, "--markdown needs a file name", kExitUsage);
+  if (FlagWasSet("html") && html.empty()) Die(kReportProgram, "--html needs a file name", kExitUsage);
+  if (FlagWasSet("markdown") && markdown.empty()) Die(kReportProgram, "--markdown needs a file name", kExitUsage);
   const std::string csv = absl::GetFlag(FLAGS_csv);
-  if (FlagWasSet("csv") && csv.empty()) Die(kProgram, "--csv needs a file name", kExitUsage);
+  if (FlagWasSet("csv") && csv.empty()) Die(kReportProgram, "--csv needs a file name", kExitUsage);
   // An output must not replace what it is made from.
   std::vector<NamedPath> inputs;
   for (const std::string& in : files) inputs.push_back({"the report input", in});
-  if (absl::Status s = CheckOutputsSpareInputs(inputs); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (absl::Status s = CheckOutputsSpareInputs(inputs); !s.ok()) Die(kReportProgram, s, kExitUsage);
   auto records = report::ReadRecords(files);
-  if (!records.ok()) Die(kProgram, records.status(), kExitUsage);
+  if (!records.ok()) Die(kReportProgram, records.status(), kExitUsage);
   auto built = report::BuildReport(*records, options);
-  if (!built.ok()) Die(kProgram, built.status(), kExitUsage);
+  if (!built.ok()) Die(kReportProgram, built.status(), kExitUsage);
 
   std::string md = report::RenderMarkdown(*built);
   if (markdown.empty()) {
     fmt::print("{}", md);
     std::fflush(stdout);
   } else if (!WriteText(markdown, md)) {
-    Die(kProgram, absl::StrCat("--markdown=", markdown, ": cannot write"), kExitUsage);
+    Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": cannot write"), kExitUsage);
   }
   if (!csv.empty() && !WriteText(csv, report::RenderCsv(*records))) {
-    Die(kProgram, absl::StrCat("--csv=", csv, ": cannot write"), kExitUsage);
+    Die(kReportProgram, absl::StrCat("--csv=", csv, ": cannot write"), kExitUsage);
   }
   if (html.empty()) return 0;
 
@@ -206,14 +206,14 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   plot_dir += "_files";
   std::error_code ec;
   fs::create_directories(plot_dir, ec);
-  if (ec) Die(kProgram, absl::StrCat("--html=", html, ": cannot create ", plot_dir.string(), ": ", ec.message()), kExitUsage);
+  if (ec) Die(kReportProgram, absl::StrCat("--html=", html, ": cannot create ", plot_dir.string(), ": ", ec.message()), kExitUsage);
   if (!built->plots.empty()) {
     if (absl::Status st = DrawPlots(bin_dir, plot_dir, report::PlotData(*built)); !st.ok()) {
-      Die(kProgram, absl::StrCat(st.message(), "; the Markdown is written, the HTML page is not"), kExitRuntime);
+      Die(kReportProgram, absl::StrCat(st.message(), "; the Markdown is written, the HTML page is not"), kExitRuntime);
     }
   }
   if (!WriteText(page, report::RenderHtml(*built, plot_dir.filename().string()))) {
-    Die(kProgram, absl::StrCat("--html=", html, ": cannot write"), kExitUsage);
+    Die(kReportProgram, absl::StrCat("--html=", html, ": cannot write"), kExitUsage);
   }
   if (!markdown.empty()) {
     fmt::print("# report: {} (Markdown), {} ({} plots in {})\n", markdown, html, built->plots.size(),

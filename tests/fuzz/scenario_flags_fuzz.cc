@@ -13,6 +13,7 @@
 #include "bench/scenario_flags.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace psbench;
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ForgetFlagsSet();
   bool help = false;
   const auto positional = ParseFlags(static_cast<int>(args.size()), argv.data(),
-                                     {"/bench/scenario_flags.cc", kRdmaFlagsFile}, &help);
+                                     {"/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile}, &help);
   if (!positional.ok()) {
     FUZZ_CHECK(!positional.status().message().empty());
     return 0;
