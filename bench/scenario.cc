@@ -8,8 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "inputs/address.h"
 #include "payloads/json_int.h"
 #include "payloads/size.h"
+
 
 namespace psbench {
 
@@ -127,6 +129,7 @@ absl::Status ValidateScenario(const Scenario& s) {
         "--sizes does not apply to --benchmark=updates (its model is one payload's buffers; "
         "use --buffers, --small, --medium, --large or --trace)");
   }
+  if (absl::Status st = CheckPsListSyntax(s.ps, "--ps"); !st.ok()) return st;
   if (!EveryWorkerToEveryPs(s.benchmark) && s.ps.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--benchmark=", BenchmarkName(s.benchmark),

@@ -105,6 +105,8 @@ std::string HostName() {
 absl::StatusOr<std::string> ResolveListenAddress(absl::string_view spec_view) {
   std::string spec(spec_view);
   if (spec.empty()) return absl::InvalidArgumentError("--listen is empty; give an address or an interface");
+  // [::1] as in HOST:PORT addresses.
+  if (spec.size() > 2 && spec.front() == '[' && spec.back() == ']') spec = spec.substr(1, spec.size() - 2);
   in6_addr v6{};
   if (inet_pton(AF_INET, spec.c_str(), &v6) == 1 || inet_pton(AF_INET6, spec.c_str(), &v6) == 1) {
     return spec;

@@ -13,6 +13,7 @@
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
 #include "bench/sysinfo.h"
+#include "inputs/address.h"
 #include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
 #include "transports/tls_flags.h"
@@ -105,10 +106,9 @@ int Main(int argc, char** argv) {
   if (!server.ok()) Die(kProgram, server.status(), kExitUsage);
   auto bound = (*server)->Start();
   if (!bound.ok()) Die(kProgram, bound.status(), kExitUsage);
-  bool v6 = options.host.find(':') != std::string::npos;
   // host= lets a launcher dial a PS that listens on every interface (0.0.0.0) by name.
-  std::printf("psbench-ps listening on %s%s%s:%d transport=%s pid=%d cpus=%s host=%s\n",
-              v6 ? "[" : "", options.host.c_str(), v6 ? "]" : "", *bound,
+  std::printf("psbench-ps listening on %s transport=%s pid=%d cpus=%s host=%s\n",
+              FormatHostPort(options.host, *bound).c_str(),
               TransportFlag().c_str(), getpid(), CurrentAffinity().c_str(),
               HostName().c_str());
   std::fflush(stdout);

@@ -19,6 +19,7 @@
 #include "bench/runner.h"
 #include "bench/scenario_flags.h"
 #include "bench/sysinfo.h"
+#include "inputs/address.h"
 #include "inputs/input_file.h"
 #include "payloads/payload.h"
 #include "transports/rdma_flags.h"
@@ -153,17 +154,10 @@ int Main(int argc, char** argv) {
   if (scenario->ps.empty() && !job) {
     Die(kProgram, "--ps is required (host:port of each PS)", kExitUsage);
   }
-  for (const auto& a : scenario->ps) {
-    if (a.rfind(':') == std::string::npos || a.back() == ':') {
-      Die(kProgram, absl::StrCat("--ps: '", a, "' is not host:port"), kExitUsage);
-    }
-  }
+  // Names resolve now: a typo fails at once, not after --connect-timeout.
+  if (absl::Status s = CheckPsListResolves(scenario->ps, "--ps"); !s.ok()) Die(kProgram, s, kExitUsage);
   auto plans = scenario->Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-  std::set<std::string> unique(scenario->ps.begin(), scenario->ps.end());
-  if (unique.size() != scenario->ps.size()) {
-    Die(kProgram, "--ps lists a PS twice; each PS must appear once", kExitUsage);
-  }
   // A PS holds every outstanding payload it has received: keep that within reason.
   uint64_t depth = scenario->benchmark == Benchmark::kLatency     ? 1
                    : scenario->benchmark == Benchmark::kBandwidth ? scenario->window

@@ -15,6 +15,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "inputs/address.h"
 #include "transports/control/call_data.h"
 #include "transports/control/control_calls.h"
 #include "transports/control/tsan_handoff.h"
@@ -87,9 +88,7 @@ absl::StatusOr<int> ControlServer::Start() {
   if (absl::Status s = ProbePort(options_.host, options_.port); !s.ok()) return s;
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  std::string address = absl::StrCat(
-      options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host,
-      ":", options_.port);
+  std::string address = FormatHostPort(options_.host, options_.port);
   builder.AddListeningPort(address, ServerCredentials(options_.tls), &bound_port);
   // gRPC refuses a larger message with RESOURCE_EXHAUSTED.
   builder.SetMaxReceiveMessageSize(

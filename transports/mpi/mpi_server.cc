@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "psbench.grpc.pb.h"
+#include "inputs/address.h"
 #include "payloads/size.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
@@ -107,9 +108,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       gethostname(name, sizeof name - 1);
       host = name;
     }
-    std::string address = host.find(':') != std::string::npos
-                              ? absl::StrCat("[", host, "]:", *port)
-                              : absl::StrCat(host, ":", *port);
+    std::string address = FormatHostPort(host, *port);
     // Shared: the progress thread may still be inside set_value when Start returns.
     auto joined = std::make_shared<std::promise<absl::Status>>();
     auto joined_future = joined->get_future();
