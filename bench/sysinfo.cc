@@ -105,8 +105,12 @@ std::string HostName() {
 absl::StatusOr<std::string> ResolveListenAddress(absl::string_view spec_view) {
   std::string spec(spec_view);
   if (spec.empty()) return absl::InvalidArgumentError("--listen is empty; give an address or an interface");
-  // [::1] as in HOST:PORT addresses.
-  if (spec.size() > 2 && spec.front() == '[' && spec.back() == ']') spec = spec.substr(1, spec.size() - 2);
+  // [::1] as in HOST:PORT addresses (an IPv6 literal only).
+  if (spec.size() > 2 && spec.front() == '[' && spec.back() == ']') {
+    std::string inside = spec.substr(1, spec.size() - 2);
+    in6_addr a{};
+    if (inet_pton(AF_INET6, inside.c_str(), &a) == 1) return inside;
+  }
   in6_addr v6{};
   if (inet_pton(AF_INET, spec.c_str(), &v6) == 1 || inet_pton(AF_INET6, spec.c_str(), &v6) == 1) {
     return spec;

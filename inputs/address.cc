@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace psbench {
 namespace {
@@ -31,8 +32,13 @@ absl::StatusOr<std::set<std::string>> Resolve(const HostPort& hp) {
   addrinfo* list = nullptr;
   const std::string port = absl::StrCat(hp.port);
   if (int rc = getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &list); rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve ", hp.host, " (", gai_strerror(rc), ")"));
+    // Only a definite "no such name" is the user's; a resolver that timed out or failed
+    // (EAI_AGAIN, EAI_SYSTEM) may answer later: connecting reports it then.
+    if (rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot resolve ", hp.host, " (", gai_strerror(rc), ")"));
+    }
+    return std::set<std::string>{};
   }
   std::set<std::string> out;
   for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
@@ -101,20 +107,22 @@ absl::Status CheckPsListSyntax(const std::vector<std::string>& ps, absl::string_
 
 absl::Status CheckPsListResolves(const std::vector<std::string>& ps, absl::string_view flag) {
   if (absl::Status s = CheckPsListSyntax(ps, flag); !s.ok()) return s;
-  std::map<std::string, std::string> owner;  // resolved address -> the entry that gave it
+  // Two entries are one PS when they resolve to the same addresses. Sets that only overlap
+  // (localhost: 127.0.0.1 and ::1) may still be two PS, as gRPC dials one address of each;
+  // the PS's own identity, checked once connected, settles those.
+  std::map<std::set<std::string>, std::string> owner;  // resolved addresses -> their entry
   for (const std::string& a : ps) {
     absl::StatusOr<std::set<std::string>> resolved = Resolve(*ParseHostPort(a));
     if (!resolved.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, ": '", a, "': ", resolved.status().message()));
     }
-    for (const std::string& r : *resolved) {
-      auto [it, inserted] = owner.emplace(r, a);
-      if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, ": ", it->second, " and ", a,
-                                                       " are the same PS (both ", r,
-                                                       "); list each PS once"));
-      }
+    if (resolved->empty()) continue;
+    auto [it, inserted] = owner.emplace(*resolved, a);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", it->second, " and ", a, " are the same PS (both ",
+                       absl::StrJoin(*resolved, ", "), "); list each PS once"));
     }
   }
   return absl::OkStatus();

@@ -30,8 +30,9 @@ std::string FormatHostPort(absl::string_view host, int port);
 absl::Status CheckPsListSyntax(const std::vector<std::string>& ps, absl::string_view flag);
 
 // Resolves every entry of a PS list and refuses one PS listed twice: the same text twice, or
-// two spellings whose addresses overlap (127.0.0.1:P and localhost:P). A name that does not
-// resolve is refused at once, naming it, instead of after the connect timeout.
+// two spellings that resolve to the same addresses (node7:P and 10.0.0.7:P). A name that does
+// not exist is refused at once, naming it, instead of after the connect timeout. (Two names
+// of a PS that serves several addresses are found once connected: its identity.)
 absl::Status CheckPsListResolves(const std::vector<std::string>& ps, absl::string_view flag);
 
 }  // namespace psbench

@@ -22,8 +22,9 @@
 #include "transports/transport.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1",
-          "where to listen: an address (0.0.0.0 or :: for every interface), an interface "
-          "(ib0, eth0: its address) or a host name; loopback only unless given");
+          "where to listen: an address (0.0.0.0 or :: for every interface; IPv6 with or "
+          "without brackets), an interface (ib0, eth0: its address) or a host name; loopback "
+          "only unless given");
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (printed on the first line)");
 ABSL_FLAG(int, threads, 1, "grpc: completion-queue threads serving the data plane");
 ABSL_FLAG(std::string, cpu, "", "pin the PS process to these CPUs (e.g. 0 or 0-3)");

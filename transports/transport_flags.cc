@@ -6,8 +6,9 @@ ABSL_FLAG(std::string, transport, "grpc",
           "data plane: grpc | grpc+verbs (RDMA) | grpc+mpi (PS and workers as ranks of one "
           "mpirun)");
 ABSL_FLAG(bool, busy_poll, false,
-          "spin on completions instead of sleeping, as perftest does: lower latency, one core "
-          "per polling thread (psbench run passes it to the PS too)");
+          "spin on completions instead of sleeping, as perftest does: lower latency, one busy "
+          "core per polling thread (the PS: its serving threads; psbench's launchers pass it "
+          "to the PS too)");
 
 namespace psbench {
 

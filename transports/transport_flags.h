@@ -1,5 +1,5 @@
-// --transport and --busy-poll: psbench-ps, psbench-worker and psbench run accept both, so they
-// are declared once, here.
+// --transport and --busy-poll: psbench-ps, psbench-worker and psbench run | ssh | slurm |
+// mpirun accept both, so they are declared once, here.
 #ifndef PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
 #define PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
 

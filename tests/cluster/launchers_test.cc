@@ -1,6 +1,7 @@
 // The cluster launchers' parsers: host lists, Slurm's tasks per node, Open MPI's tagged
 // output (chunks of long lines, interleaved ranks) and shell quoting.
 #include "cli/launch/launchers.h"
+#include "cli/launch/ps_address.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +16,23 @@
 
 namespace psbench {
 namespace {
+
+// What a launcher dials for each line a PS prints: its address, or its host name when it
+// listens on every interface.
+TEST(PsDialAddressTest, ReadsTheListeningLine) {
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 127.0.0.1:5000 transport=grpc pid=1"),
+            "127.0.0.1:5000");
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on [::1]:5000 transport=grpc"), "[::1]:5000");
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 0.0.0.0:5000 pid=1 host=node7"), "node7:5000");
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on [::]:5000 host=node7"), "node7:5000");
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 0.0.0.0:5000 host=fe80::1"), "[fe80::1]:5000");
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 0.0.0.0:5000 pid=1"), std::nullopt)
+      << "every interface and no host= to dial";
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 127.0.0.1:0"), std::nullopt);
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on 127.0.0.1:65536"), std::nullopt);
+  EXPECT_EQ(PsDialAddress("psbench-ps listening on ::1:5000"), std::nullopt);
+  EXPECT_EQ(PsDialAddress("psbench-ps: warning: something else"), std::nullopt);
+}
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
