@@ -11,11 +11,16 @@
 #include <set>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "fmt/core.h"
+
+ABSL_FLAG(bool, fatal_line, false,
+          "print a fatal error on stdout as \"#fatal CODE MESSAGE\" instead of on stderr (how "
+          "psbench's launchers bring a PS's or worker's own words back, on every launcher)");
 
 namespace psbench {
 
@@ -171,6 +176,14 @@ void Die(absl::string_view program, const absl::Status& status, int code) {
 }
 
 void Die(absl::string_view program, absl::string_view message, int code) {
+  if (absl::GetFlag(FLAGS_fatal_line)) {
+    // One line, whatever the message holds: the launcher reads it back as one.
+    std::string line(message);
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    fmt::print(stdout, "{}{} {}\n", kFatalLinePrefix, code, line);
+    std::fflush(stdout);
+    std::_Exit(code);
+  }
   std::fflush(stdout);
   fmt::print(stderr, "{}: {}\n", std::string(program), std::string(message));
   std::fflush(stderr);

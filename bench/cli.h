@@ -51,7 +51,14 @@ absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs =
 // launcher. Call after the signal handling is set up.
 void ExitWhenStdinCloses();
 
-// Prints "<program>: <message>" to stderr and exits with `code`.
+// The flag file of --fatal-line, which psbench-ps and psbench-worker accept
+// ("/bench/cli.cc:fatal_line" in ParseFlagsOrExit's list).
+inline constexpr char kFatalLineFlag[] = "/bench/cli.cc:fatal_line";
+// How a fatal error begins on stdout under --fatal-line: "#fatal CODE MESSAGE".
+inline constexpr char kFatalLinePrefix[] = "#fatal ";
+
+// Prints "<program>: <message>" to stderr and exits with `code`; under --fatal-line,
+// "#fatal <code> <message>" on stdout instead.
 [[noreturn]] void Die(absl::string_view program, const absl::Status& status, int code);
 [[noreturn]] void Die(absl::string_view program, absl::string_view message, int code);
 

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "fmt/core.h"
@@ -22,13 +24,19 @@ void RunStatus::SetRun(int number, int total) {
   runs_ = total;
 }
 
+void RunStatus::SetSteps(std::string title, int64_t warmup_steps, int64_t steps) {
+  title_ = std::move(title);
+  steps_ = std::pair{warmup_steps, steps};
+}
+
 std::string RunStatus::WorkerFlag() const { return enabled() ? "--progress-file=-" : ""; }
 
 void RunStatus::Start(const Scenario& s, size_t servers, int workers) {
   if (!enabled()) return;
   samples_.assign(workers, "");
   scenario_ = s;
-  servers_ = servers;
+  if (steps_) std::tie(scenario_.warmup_iterations, scenario_.iterations) = *steps_;
+  servers_ = steps_ ? 1 : servers;  // a step is one operation, whatever the PS
   running_ = true;
   start_ns_ = SteadyNs();
   last_draw_ns_ = 0;
@@ -45,8 +53,10 @@ void RunStatus::Tick() {
   if (now - last_draw_ns_ < 200'000'000) return;
   last_draw_ns_ = now;
   std::string prefix = runs_ > 0 ? fmt::format("run {}/{} ", run_, runs_) : std::string();
-  prefix += absl::StrCat(BenchmarkName(scenario_.benchmark), " ",
-                         scenario_.sweep ? std::string("sweep") : std::string(SchemeName(scenario_.payload.scheme)));
+  prefix += !title_.empty() ? title_
+                           : absl::StrCat(BenchmarkName(scenario_.benchmark), " ",
+                                          scenario_.sweep ? std::string("sweep")
+                                                          : std::string(SchemeName(scenario_.payload.scheme)));
   // The slowest worker says where the run is and how long it has left.
   std::optional<ProgressSample> slowest;
   std::optional<double> left;

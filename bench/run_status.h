@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/progress.h"
@@ -25,6 +27,9 @@ class RunStatus {
 
   // "run i/N" in the line from now on (0: none).
   void SetRun(int number, int total);
+  // Runs that count steps, not payload operations (training): the line says `title` instead
+  // of the benchmark and scheme, and the time left counts `warmup_steps`, then `steps`.
+  void SetSteps(std::string title, int64_t warmup_steps, int64_t steps);
   // The worker flag that makes a worker print its progress on stdout
   // ("--progress-file=-"), or "" when disabled.
   std::string WorkerFlag() const;
@@ -43,6 +48,8 @@ class RunStatus {
   int run_ = 0, runs_ = 0;
   std::vector<std::string> samples_;  // per worker: its latest progress line
   Scenario scenario_;
+  std::string title_;
+  std::optional<std::pair<int64_t, int64_t>> steps_;
   size_t servers_ = 1;
   bool running_ = false;
   int64_t start_ns_ = 0, last_draw_ns_ = 0;

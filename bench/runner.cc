@@ -1,9 +1,13 @@
 #include "bench/runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "bench/progress.h"
+#include "fmt/core.h"
 
 namespace psbench {
 namespace {
@@ -122,17 +126,38 @@ absl::StatusOr<std::vector<CpuTimes>> PsCpu(Client& client, size_t servers,
 
 }  // namespace
 
+absl::Status AwaitPeers(Client& client, const Scenario& s, const std::string& name, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  absl::Duration say_at = absl::Seconds(2);
+  while (true) {
+    const absl::Time until = std::min(deadline, start + say_at);
+    absl::Status st = client.Barrier(name, s.num_workers, s.worker_index, until);
+    if (st.code() != absl::StatusCode::kDeadlineExceeded) return st;
+    if (until >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          st.message(), " after ", absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))));
+    }
+    // Not silent while it waits: who is missing, now and then.
+    fmt::print(stderr, "psbench-worker {}: waiting {:.0f} s so far: {}\n", s.worker_index,
+               absl::ToDoubleSeconds(absl::Now() - start), std::string(st.message()));
+    std::fflush(stderr);
+    say_at += absl::Seconds(10);
+  }
+}
+
 absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
                                          const std::vector<int>& payload_ids,
                                          const std::vector<uint64_t>& payload_bytes,
                                          size_t plan_index) {
   auto sync = [&](const char* phase) -> absl::Status {
     if (scenario.num_workers <= 1) return absl::OkStatus();
-    // Another worker may still be warming up by count: allow for slow operations.
-    absl::Time deadline = absl::Now() + scenario.connect_timeout + 2 * scenario.rpc_timeout +
-                          scenario.warmup + absl::Seconds(30);
-    return client.Barrier(absl::StrCat(scenario.run_id, "/plan-", plan_index, "/", phase),
-                          scenario.num_workers, scenario.worker_index, deadline);
+    // At the first barrier the others have only to start and connect; later, another worker
+    // may still be warming up by count or finishing slow operations.
+    const bool first = plan_index == 0 && std::string_view(phase) == "warmup";
+    absl::Time deadline = absl::Now() + scenario.connect_timeout + absl::Seconds(first ? 10 : 30) +
+                          (first ? absl::ZeroDuration() : 2 * scenario.rpc_timeout + scenario.warmup);
+    return AwaitPeers(client, scenario, absl::StrCat(scenario.run_id, "/plan-", plan_index, "/", phase),
+                      deadline);
   };
   Loop loop(scenario, client, payload_ids, payload_bytes);
   LoopProgress().plan.store(static_cast<int>(plan_index), std::memory_order_relaxed);

@@ -44,6 +44,11 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
                                          const std::vector<uint64_t>& payload_bytes,
                                          size_t plan_index);
 
+// Waits at barrier `name` on PS 0 with the scenario's other workers until `deadline`; after
+// 2 s, and every 10 s after, says on stderr which workers it waits for. At the deadline,
+// DEADLINE_EXCEEDED naming them.
+absl::Status AwaitPeers(Client& client, const Scenario& s, const std::string& name, absl::Time deadline);
+
 }  // namespace psbench
 
 #endif  // PSBENCH_BENCH_RUNNER_H_

@@ -96,6 +96,21 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   return plans;
 }
 
+absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans,
+                                      uint64_t max_message_bytes, absl::string_view whose) {
+  if (max_message_bytes == 0) return absl::OkStatus();
+  for (const PayloadPlan& plan : plans) {
+    for (size_t i = 0; i < plan.payloads.size(); ++i) {
+      if (plan.Bytes(i) <= max_message_bytes) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a ", FormatSize(plan.Bytes(i)), " payload is over ", whose,
+          " --max-message-size=", FormatSize(max_message_bytes),
+          ", which refuses larger messages; raise it or send smaller payloads"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateScenario(const Scenario& s) {
   if (!s.sweep) {
     if (absl::Status st = ValidateSpec(s.payload); !st.ok()) return st;

@@ -73,6 +73,12 @@ struct Scenario {
 // Cross-field checks; errors name the flag ("--window must be at least 1").
 absl::Status ValidateScenario(const Scenario& s);
 
+// INVALID_ARGUMENT when one payload of `plans` (sent whole in one message, as latency,
+// bandwidth and throughput do) is larger than a PS accepts, `max_message_bytes` (0: no
+// limit known); `whose` names the PS ("PS 10.0.0.1:5000's", "the PS's").
+absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans,
+                                      uint64_t max_message_bytes, absl::string_view whose);
+
 // Parses "MIN:MAX" (sizes as ParseSize), MIN <= MAX, both >= 1.
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text);
 // The bounds ParseSweep (and ValidateScenario, for a scenario file's) checks: 1 <= MIN <= MAX

@@ -244,7 +244,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
       if (!results.ok()) {
         failure = absl::StrCat("transport ", e.label, ": ", what, ": ",
                                std::string(results.status().message()));
-        exit_code = Interrupted() ? 130 : kExitRuntime;
+        exit_code = FailedRunExitCode(results.status());
         break;
       }
       if (!json_path.empty()) {

@@ -65,6 +65,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
   if (absl::Status s = LimitsFromFlags(&limits); !s.ok()) return s;
   o.ps_security_args = TlsCommandLine(*tls, TlsSide::kServer);
   for (const auto& a : LimitsCommandLine(limits)) o.ps_security_args.push_back(a);
+  o.ps_max_message_bytes = limits.max_message_bytes;
   o.worker_security_args = TlsCommandLine(*tls, TlsSide::kClient);
   o.tls = tls->enabled();
   return o;

@@ -38,7 +38,8 @@ void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& la
 // What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
 // plan is resolved now, so a bad trace fails before any process starts.
 std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
-                                                     const std::vector<CompareEntry>& compare) {
+                                                     const std::vector<CompareEntry>& compare,
+                                                     uint64_t ps_max_message_bytes) {
   std::vector<Benchmark> benchmarks = {base.benchmark};
   std::vector<Scheme> schemes = {base.payload.scheme};
   if (tour) {
@@ -67,6 +68,9 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       }
       auto plans = s.Plans();
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+      if (absl::Status st = CheckPayloadsFitMessages(*plans, ps_max_message_bytes, "the PS's"); !st.ok()) {
+        Die(kProgram, st, kExitUsage);
+      }
       runs.emplace_back(s, plans->size());
     }
   }
@@ -97,7 +101,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     if (!results.ok()) {
       fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                  SchemeName(s.payload.scheme), std::string(results.status().message()));
-      return Interrupted() ? 130 : kExitRuntime;
+      return FailedRunExitCode(results.status());
     }
     for (const Record& rec : *results) table.Print(rec);
     if (!json_path.empty()) {
@@ -192,7 +196,7 @@ int RunSession(Session& session, Scenario base) {
                      "--num-ps/--num-workers above 1"),
         kExitUsage);
   }
-  auto runs = ResolveRuns(base, tour, compare);
+  auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes);
   if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
   StopOnSignals();
   if (tour) {

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
+#include "bench/run_status.h"
 #include "bench/scenario_flags.h"
 #include "bench/table.h"
 #include "cli/launch/launch.h"
@@ -58,10 +59,11 @@ int RunTraining(Session& session, Scenario s) {
              settings->model, settings->batch, o.num_workers, o.num_ps,
              TransportWithMode(s.transport, s.mode), settings->sync ? "synchronous" : "asynchronous",
              settings->steps, settings->warmup_steps, s.tls ? "on" : "off");
+  RunStatus::Get().SetSteps(absl::StrCat("training ", settings->model), settings->warmup_steps, settings->steps);
   auto results = session.Run(s, 1, 0);
   if (!results.ok()) {
     fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
-    return Interrupted() ? 130 : kExitRuntime;
+    return FailedRunExitCode(results.status());
   }
   double total = 0;
   StreamingTable table(stdout, {{"#worker", 8}, {"images/s", 12}, {"step ms", 12}, {"compute ms", 12},
@@ -121,7 +123,7 @@ int RunUpdates(Session& session, Scenario s) {
   auto results = session.Run(s, 1, 0);
   if (!results.ok()) {
     fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
-    return Interrupted() ? 130 : kExitRuntime;
+    return FailedRunExitCode(results.status());
   }
   StreamingTable table(stdout, {{"#worker", 8}, {"steps", 8}, {"seconds", 10}, {"steps/s", 10}, {"MB/s", 10},
                                 {"elements", 12}, {"result", 8}, {"updates each PS had applied when read", 0}});

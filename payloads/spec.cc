@@ -16,9 +16,7 @@ namespace {
 
 using payloads_internal::Cat;
 
-// Large enough for any realistic model (Inception-v3 has 284 tensors), small enough that a
-// typo cannot ask for millions of iovec entries.
-constexpr int kMaxBuffers = 100000;
+constexpr int kMaxBuffers = kMaxBuffersPerPayload;
 
 std::string CategoryTitle(Category c) {
   std::string name(CategoryName(c));

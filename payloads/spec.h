@@ -55,6 +55,11 @@ std::string CategoriesText(const std::vector<Category>& categories);
 // Parses "S,M,L" (any non-empty subset, any order, no repeats).
 absl::StatusOr<std::vector<Category>> ParseCategories(std::string_view text);
 
+// Buffers in one payload, at most (--buffers, a trace's group): large enough for any
+// realistic model (Inception-v3 has 284 tensors, a large transformer a few thousand), small
+// enough that a typo or a hostile trace cannot ask for millions of iovec entries.
+inline constexpr int kMaxBuffersPerPayload = 100000;
+
 // One tensor of a payload: its size and, where known (traces), its name.
 struct BufferPlan {
   uint64_t bytes = 0;

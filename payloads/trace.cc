@@ -98,6 +98,10 @@ absl::StatusOr<std::vector<BufferPlan>> ParseGroup(const json& list, std::option
   if (list.empty()) {
     return errors.Invalid(group ? Cat("group ", *group, " has no tensors") : "has no tensors");
   }
+  if (list.size() > kMaxBuffersPerPayload) {
+    return errors.Invalid(Cat(group ? Cat("group ", *group, " has ") : "has ", list.size(),
+                              " tensors, over the ", kMaxBuffersPerPayload, " one payload may hold"));
+  }
   std::vector<BufferPlan> out;
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].is_array()) {
@@ -157,6 +161,10 @@ absl::StatusOr<PayloadPlan> ParseGroups(const json& groups, const TraceErrors& e
 absl::StatusOr<PayloadPlan> ParseParams(const json& params, const TraceErrors& errors) {
   if (!params.is_array()) return errors.Invalid("'params' must be a list");
   if (params.empty()) return errors.Invalid("'params' has no tensors");
+  if (params.size() > kMaxBuffersPerPayload) {
+    return errors.Invalid(Cat("'params' has ", params.size(), " tensors, over the ",
+                              kMaxBuffersPerPayload, " one payload may hold"));
+  }
   struct Entry {
     BufferPlan tensor;
     std::optional<int64_t> order;

@@ -46,7 +46,8 @@ constexpr char kUsage[] =
     "it, 'psbench-ps applied updates: JSON' (which steps of which worker it applied).";
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kTransportFlagsFile, kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/ps/ps_main.cc", kTransportFlagsFile, kRdmaFlagsFile, kTlsFlagsFile, kLimitFlagsFile,
+                                                      kFatalLineFlag});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {

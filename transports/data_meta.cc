@@ -74,7 +74,9 @@ std::string EncodeAckMeta(const AckMeta& ack) {
 
 void EncodeAckMeta(const AckMeta& ack, std::string* out) {
   out->clear();
-  uint32_t status = ack.ok ? 0 : 1, n = static_cast<uint32_t>(ack.checksums.size());
+  // The status word: 0, or the PS's status code (DATA_LOSS when it gave none).
+  const absl::StatusCode code = ack.code == absl::StatusCode::kOk ? absl::StatusCode::kDataLoss : ack.code;
+  uint32_t status = ack.ok ? 0 : static_cast<uint32_t>(code), n = static_cast<uint32_t>(ack.checksums.size());
   Put(out, &ack.bytes_received, 8);
   Put(out, &status, 4);
   Put(out, &n, 4);
@@ -91,10 +93,11 @@ absl::StatusOr<AckMeta> DecodeAckMeta(std::span<const std::byte> bytes) {
 absl::Status DecodeAckMeta(std::span<const std::byte> bytes, AckMeta* ack) {
   uint32_t status = 0, n = 0;
   if (!Get(&bytes, &ack->bytes_received) || !Get(&bytes, &status) || !Get(&bytes, &n) ||
-      bytes.size() < 8ull * n) {
+      bytes.size() < 8ull * n || status > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::DataLossError("malformed acknowledgement");
   }
   ack->ok = status == 0;
+  ack->code = static_cast<absl::StatusCode>(status);
   ack->checksums.resize(n);
   if (n > 0) {  // memcpy wants real pointers
     std::memcpy(ack->checksums.data(), bytes.data(), 8ull * n);

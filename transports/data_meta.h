@@ -27,6 +27,9 @@ absl::Status DecodePayloadMeta(std::span<const std::byte> bytes, bool validate,
 struct AckMeta {
   uint64_t bytes_received = 0;
   bool ok = true;
+  // Why not, when not ok: the PS's status code (DATA_LOSS for damage, RESOURCE_EXHAUSTED for a
+  // request over its --max-message-size, ...), and its words.
+  absl::StatusCode code = absl::StatusCode::kOk;
   std::vector<uint64_t> checksums;
   std::string error;
 };

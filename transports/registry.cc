@@ -13,6 +13,18 @@
 
 namespace psbench {
 
+std::string BarrierWaitText(absl::string_view name, int arrived, int parties, absl::string_view ps,
+                            const std::vector<int>& missing) {
+  std::string out = absl::StrCat("only ", arrived, " of the ", parties, " workers reached barrier '",
+                                 name, "' on PS ", ps);
+  if (missing.empty()) return out;
+  const int absent = parties - arrived;
+  absl::StrAppend(&out, " (missing: worker", absent == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
+                  static_cast<int>(missing.size()) < absent ? absl::StrCat(", ... ", absent, " in all") : "",
+                  ")");
+  return out;
+}
+
 absl::string_view WireModeName(WireMode mode) {
   return mode == WireMode::kSerialized ? "serialized" : "non-serialized";
 }

@@ -106,6 +106,11 @@ struct Completion {
   absl::Status status;  // non-OK names the PS; DATA_LOSS for lost or corrupted bytes
 };
 
+// A barrier still waiting, in the same words on every transport: "only 2 of the 4 workers
+// reached barrier 'x' on PS h:p (missing: workers 1, 3)". `missing` may be the first few.
+std::string BarrierWaitText(absl::string_view name, int arrived, int parties, absl::string_view ps,
+                            const std::vector<int>& missing);
+
 // Whether a failed Client::Connect is the user's input (exit 2: a wrong address, settings
 // refused) rather than a failure at run time (exit 1: a PS lost after it answered, credentials
 // refused, no room on the PS or the device).
@@ -169,8 +174,13 @@ class Client {
 
   // Control plane.
   virtual absl::StatusOr<ServerInfo> GetInfo(size_t server) = 0;
+  // The largest message PS `server` accepts (its --max-message-size, as it told this client
+  // when connecting; 0 when it did not say), so that a payload it would refuse is found
+  // before anything is sent.
+  virtual uint64_t max_message_bytes(size_t server) const = 0;
   // Blocks until workers 0..parties-1 have all reached barrier `name` on PS 0. Workers that
-  // die while waiting stop counting; two live workers with one index are an error.
+  // die while waiting stop counting; two live workers with one index are an error. At
+  // `deadline`, DEADLINE_EXCEEDED with BarrierWaitText: who is missing.
   virtual absl::Status Barrier(const std::string& name, int parties, int worker_index,
                                absl::Time deadline) = 0;
 };
@@ -209,7 +219,8 @@ struct ServerOptions {
   // With a CA, the PS also requires and verifies client certificates (mutual TLS).
   TlsOptions tls;
   // Largest message (gRPC) or request (RDMA, MPI) the PS accepts; larger ones are refused
-  // with RESOURCE_EXHAUSTED before their memory is allocated.
+  // with RESOURCE_EXHAUSTED (RDMA and MPI before their memory is allocated; gRPC as it
+  // receives the message).
   uint64_t max_message_bytes = uint64_t{1} << 30;
   // Worker sessions served at once; one more is refused with RESOURCE_EXHAUSTED.
   int max_connections = 1024;

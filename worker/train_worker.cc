@@ -28,7 +28,7 @@ constexpr char kWorkerProgram[] = "psbench-worker";
 
 int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettings& settings,
                    const std::string& json_path, bool quiet,
-                   const std::vector<std::string>& command) {
+                   const std::vector<std::string>& command, ProgressReporter& progress) {
   auto model = trainer::BuildModel(settings.model);
   if (!model.ok()) Die(kWorkerProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
   auto math = trainer::ParseMath(settings.math);
@@ -83,7 +83,11 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   // An engine computing outside host memory: gradient copies out, parameter copies in.
   std::vector<double> d2h_s, exposed_s, h2d_s;
   const int total_steps = settings.warmup_steps + settings.steps;
+  uint64_t step_bytes = 0;  // what one step sends to the PS (and reads back)
+  for (uint64_t b : tensor_bytes) step_bytes += b;
+  LoopProgress().StartPhase(LoopCounters::kWarmup);
   for (int step = 0; step < total_steps; ++step) {
+    if (step == settings.warmup_steps) LoopProgress().StartPhase(LoopCounters::kMeasure);
     // Worker w's slice of the global batch of this step: the same samples whatever the
     // number of workers, so W workers of batch B train like one of batch W x B.
     const uint64_t first = (uint64_t(step) * scenario.num_workers + scenario.worker_index) * settings.batch;
@@ -98,6 +102,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     const auto exchanged = Clock::now();
     net.ParamsChanged();
     const auto loaded = Clock::now();
+    LoopProgress().Completed(step_bytes);
     if (step < settings.warmup_steps) continue;
     compute_s.push_back(std::chrono::duration<double>(computed - start).count());
     comm_s.push_back(std::chrono::duration<double>(exchanged - computed).count());
@@ -139,7 +144,12 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.images_per_s = settings.batch * step_s.size() / total_s;
   auto stats = [](const std::vector<double>& seconds) {
     const trainer::SecondsSummary s = trainer::Summarize(seconds);
-    return StepStats{.mean_s = s.mean_s, .median_s = s.median_s, .min_s = s.min_s, .max_s = s.max_s};
+    StepStats out;  // the timing fields; the rest stay unset
+    out.mean_s = s.mean_s;
+    out.median_s = s.median_s;
+    out.min_s = s.min_s;
+    out.max_s = s.max_s;
+    return out;
   };
   record.step = stats(step_s);
   record.compute = stats(compute_s);
@@ -165,6 +175,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.loss_last = losses.back();
   record.environment = Environment();
   record.command = command;
+  progress.Stop();
   if (!quiet) {
     const std::string to_device =
         settings.engine == "cpu" ? "" : fmt::format(" + to device {:.1f}", 1e3 * trainer::Summarize(h2d_s).mean_s);

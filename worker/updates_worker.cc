@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
 #include "bench/report.h"
+#include "bench/runner.h"
 #include "bench/sysinfo.h"
 #include "fmt/format.h"
 #include "payloads/payload.h"
@@ -138,8 +139,8 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
           kExitUsage);
     }
   }
-  if (absl::Status s = client.Barrier(absl::StrCat(scenario.run_id, "/updates-start"), scenario.num_workers,
-                                      scenario.worker_index, absl::Now() + scenario.connect_timeout + op_timeout);
+  if (absl::Status s = AwaitPeers(client, scenario, absl::StrCat(scenario.run_id, "/updates-start"),
+                                  absl::Now() + scenario.connect_timeout + op_timeout);
       !s.ok()) {
     Die(kProgram, absl::StrCat("updates: start barrier: ", s.message()), kExitRuntime);
   }

@@ -22,6 +22,7 @@
 #include "inputs/address.h"
 #include "inputs/input_file.h"
 #include "payloads/payload.h"
+#include "payloads/size.h"
 #include "transports/rdma_flags.h"
 #include "transports/transport_flags.h"
 #include "transports/tls_flags.h"
@@ -86,7 +87,7 @@ absl::StatusOr<Scenario> LoadScenario() {
   for (const auto& flag : FlagsSet()) {
     static const std::set<std::string> kAllowed = {
         "scenario", "scenario-base64", "cpu", "json", "quiet", "progress-file",
-        "exit-on-stdin-close",
+        "exit-on-stdin-close", "fatal-line",
         // Which worker of the run this is: the one thing that differs between them.
         "worker-index",
         // Credentials are this process's, not the scenario's.
@@ -124,7 +125,7 @@ absl::StatusOr<Scenario> LoadScenario() {
 }
 
 int Main(int argc, char** argv) {
-  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile});
+  auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile, kFatalLineFlag});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
   if (absl::GetFlag(FLAGS_exit_on_stdin_close)) ExitWhenStdinCloses();
   // --trainer: train a model through the PS instead of running a payload benchmark.
@@ -159,16 +160,16 @@ int Main(int argc, char** argv) {
   auto plans = scenario->Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   // A PS holds every outstanding payload it has received: keep that within reason.
-  uint64_t depth = scenario->benchmark == Benchmark::kLatency     ? 1
-                   : scenario->benchmark == Benchmark::kBandwidth ? scenario->window
-                                                                  : scenario->outstanding;
+  const bool windowed = scenario->benchmark == Benchmark::kBandwidth;
+  const bool outstanding = scenario->benchmark == Benchmark::kThroughput;
+  const uint64_t depth = windowed ? scenario->window : outstanding ? scenario->outstanding : 1;
   for (const auto& plan : *plans) {
     for (size_t i = 0; i < plan.payloads.size(); ++i) {
       if (depth * plan.Bytes(i) > kMaxInFlightBytes) {
         Die(kProgram,
-            absl::StrCat("a ", plan.Bytes(i), "-byte payload with ", depth,
-                         " outstanding would keep over 8 GiB in flight per PS; lower --window "
-                         "or --outstanding"),
+            absl::StrCat("a ", FormatSize(plan.Bytes(i)), " payload with ", depth,
+                         " outstanding would keep over 8 GiB in flight per PS; ",
+                         windowed ? "lower --window" : outstanding ? "lower --outstanding" : "send smaller payloads"),
             kExitUsage);
       }
     }
@@ -256,10 +257,25 @@ int Main(int argc, char** argv) {
   }
 #ifdef PSBENCH_HAVE_TRAINER
   if (training) {
+    // The status line and psbench run's progress count training steps: the warm-up ones,
+    // then the measured ones.
+    Scenario steps = *scenario;
+    steps.warmup_iterations = training->warmup_steps;
+    steps.iterations = training->steps;
+    ProgressReporter progress(steps, 1, 1, absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
     return RunTrainWorker(*scenario, **client, *training, json_path, absl::GetFlag(FLAGS_quiet),
-                          command);
+                          command, progress);
   }
 #endif
+  // The benchmarks send each payload whole to a PS: one it would refuse is bad input, found
+  // now rather than as a failed call.
+  for (size_t i = 0; i < (*client)->num_servers(); ++i) {
+    if (absl::Status s = CheckPayloadsFitMessages(*plans, (*client)->max_message_bytes(i),
+                                                  absl::StrCat("PS ", (*client)->server_address(i), "'s"));
+        !s.ok()) {
+      Die(kProgram, s, kExitUsage);
+    }
+  }
   TablePrinter table(json_path == "-" ? stderr : stdout);
   // A status line on a terminal (unless --quiet), and the progress psbench run shows.
   ProgressReporter progress(*scenario, plans->size(),

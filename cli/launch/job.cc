@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/cli.h"
 #include "bench/run_status.h"
 #include "cli/launch/launch.h"
 #include "cli/launch/ps_address.h"
@@ -45,6 +46,29 @@ std::vector<std::string> WithLauncherFlags(std::vector<std::string> argv, const 
   return argv;
 }
 
+// --- how a member failed ----------------------------------------------------------------------
+
+// Member `i` of `g` ended with `status`: named, with its own last words where it printed them.
+// Bad input that a PS or worker found (exit 2) stays bad input, so the run exits 2 too.
+absl::Status MemberFailure(const ProcessGroup& g, size_t i, int status, absl::string_view context = "") {
+  std::string what = absl::StrCat(g.MemberName(i), " ", g.DescribeEnd(i, status), context);
+  return status == kExitUsage ? absl::InvalidArgumentError(what) : absl::InternalError(what);
+}
+
+// A group that failed with `status` as a whole: the member that printed its last words, else
+// the member the launcher names, else `who`.
+absl::Status GroupFailure(const ProcessGroup& g, int status, const std::string& who,
+                          absl::string_view context) {
+  if (int m = g.FirstFatalMember(); m >= 0) {
+    const ProcessGroup::Fatal& fatal = *g.FatalOf(m);
+    return MemberFailure(g, m, fatal.code, context);
+  }
+  std::string what = who + " " + g.DescribeStatus(status);
+  if (auto f = g.FailedMember()) what = absl::StrCat(g.MemberName(f->member), " ", f->what);
+  absl::StrAppend(&what, context);
+  return status == kExitUsage ? absl::InvalidArgumentError(what) : absl::InternalError(what);
+}
+
 // --- the PS's addresses ------------------------------------------------------------------------
 
 // Reads the PS group's lines until every PS has printed its address; other lines go to stderr.
@@ -67,10 +91,7 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int 
       absl::Time until = absl::Now() + absl::Seconds(2);
       while (!ps.Poll() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
       int status = ps.Stop(SIGTERM, absl::Seconds(2));
-      auto failed = ps.FailedMember();
-      return absl::InternalError(absl::StrCat(
-          failed ? ps.MemberName(failed->member) : std::string("the PS"), " did not start (",
-          failed ? failed->what : ChildProcess::Describe(status), ")"));
+      return GroupFailure(ps, status, "the PS", " before it listened");
     }
     auto [member, text, from_stderr] = **line;
     auto address = from_stderr ? std::nullopt : PsDialAddress(text);
@@ -132,12 +153,14 @@ class Gatherer {
     if (ps_ == nullptr || !failure_.ok()) return;
     for (int i = 0; i < num_ps_; ++i) {
       if (auto st = ps_->MemberStatus(i)) {
-        failure_ = absl::InternalError(absl::StrCat(PsName(i), " ", ChildProcess::Describe(*st), " during the run"));
+        DrainPs();  // its last words, if it printed them
+        failure_ = MemberFailure(*ps_, i, *st, " during the run");
         return;
       }
     }
     if (auto st = ps_->Poll()) {
-      failure_ = absl::InternalError(absl::StrCat("the PS ", ChildProcess::Describe(*st), " during the run"));
+      DrainPs();
+      failure_ = GroupFailure(*ps_, *st, "the PS", " during the run");
     }
   }
 
@@ -152,13 +175,27 @@ class Gatherer {
       absl::SleepFor(absl::Milliseconds(200));  // a PS going down is reaped, and named, first
       CheckPs();
       if (!failure_.ok()) return;
-      lost_ = absl::InternalError(absl::StrCat(workers_.MemberName(first_ + w), " ", ChildProcess::Describe(*st)));
-      if (num_workers_ == 1 || !keep_survivors_) {
+      AwaitLastWords(first_ + w);
+      lost_ = MemberFailure(workers_, first_ + w, *st);
+      // Bad input is no lost worker: the others have the same input.
+      if (num_workers_ == 1 || !keep_survivors_ || *st == kExitUsage) {
         failure_ = lost_;
       } else if (scenario_.iterations <= 0) {
         deadline_ = std::min(deadline_, absl::Now() + scenario_.warmup + scenario_.duration + absl::Seconds(10));
       }
       return;
+    }
+  }
+
+  // A worker that has exited may still have lines in its pipe (under mpirun, in mpirun's),
+  // its fatal line among them: read on, briefly, until that line is in.
+  void AwaitLastWords(int member) {
+    const absl::Time until = absl::Now() + absl::Milliseconds(500);
+    while (!workers_.FatalOf(member) && absl::Now() < until) {
+      auto line = workers_.ReadLine(absl::Now() + absl::Milliseconds(50));
+      if (!line.ok()) continue;
+      if (!line->has_value()) return;
+      Take(**line);
     }
   }
 
@@ -236,12 +273,6 @@ int AwaitExit(ProcessGroup& g) {
   return status ? *status : g.Stop(SIGTERM, absl::Seconds(5));
 }
 
-// "PS 0 (MPI rank 0) exited on signal 9 (Killed)", or how the group ended.
-std::string DescribeFailure(ProcessGroup& g, int status, const std::string& who) {
-  if (auto f = g.FailedMember()) return absl::StrCat(g.MemberName(f->member), " ", f->what);
-  return absl::StrCat(who, " ", ChildProcess::Describe(status));
-}
-
 // Every record says how it was obtained: the psbench command, the worker's own, where the
 // processes ran and the run's label.
 void Stamp(std::vector<Record>& records, const LaunchOptions& o, const json& placement) {
@@ -273,6 +304,7 @@ std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s
     for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
   }
   for (const auto& a : o.ps_security_args) argv.push_back(a);
+  argv.push_back("--fatal-line");  // its last words come back to us on every launcher
   return argv;
 }
 
@@ -281,7 +313,7 @@ std::vector<std::string> WorkerCommandLine(const LaunchOptions& o, const Scenari
       o.bin_dir + "/psbench-worker",
       // base64url: one word that ssh, srun's --multi-prog and mpirun all pass as it is.
       "--scenario-base64=" + absl::WebSafeBase64Escape(ScenarioToJson(s).dump()),
-      absl::StrCat("--worker-index=", w), "--json=-", "--quiet"};
+      absl::StrCat("--worker-index=", w), "--json=-", "--quiet", "--fatal-line"};
   if (auto f = RunStatus::Get().WorkerFlag(); !f.empty()) argv.push_back(f);
   for (const auto& a : o.worker_args) argv.push_back(a);
   for (const auto& a : o.worker_security_args) argv.push_back(a);
@@ -356,20 +388,21 @@ absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptio
   // --- stop ---
   int worker_status = failure.ok() ? AwaitExit(*workers) : workers->Stop(SIGTERM, absl::Seconds(2));
   if (failure.ok() && worker_status != 0 && gather.lost().ok()) {
-    failure = absl::InternalError(absl::StrCat(
-        DescribeFailure(*workers, worker_status,
-                        first_worker == 0              ? std::string("a worker")
-                        : launcher.name() == "slurm" ? std::string("srun")
-                                                     : launcher.name()),
-        first_worker > 0 ? absl::StrCat(" (", launcher.name(), " ended the job: ", plan.num_ps,
-                                        " PS ranks first, then ", plan.num_workers, " worker ranks)")
-                         : std::string(" (its messages are above)")));
+    const bool said = workers->FirstFatalMember() >= 0;
+    failure = GroupFailure(*workers, worker_status,
+                           first_worker == 0              ? std::string("a worker")
+                           : launcher.name() == "slurm" ? std::string("srun")
+                                                        : launcher.name(),
+                           first_worker > 0 ? absl::StrCat(" (", launcher.name(), " ended the job: ", plan.num_ps,
+                                                           " PS ranks first, then ", plan.num_workers, " worker ranks)")
+                           : said           ? std::string()
+                                            : std::string(" (its messages are above)"));
   }
   if (ps) {
     int st = ps->Stop(SIGTERM, absl::Seconds(10));
     // A PS told to stop exits 0 (what ssh passes on; srun and mpirun report their own ending).
     if (failure.ok() && ps->StopStatusIsMembers() && st != 0) {
-      failure = absl::InternalError(absl::StrCat(DescribeFailure(*ps, st, "the PS"), " at shutdown"));
+      failure = GroupFailure(*ps, st, "the PS", " at shutdown");
     }
   }
   if (!failure.ok()) return failure;

@@ -25,6 +25,11 @@ void StopOnSignals() {
 
 bool Interrupted() { return g_interrupted; }
 
+int FailedRunExitCode(const absl::Status& failure) {
+  if (Interrupted()) return 130;
+  return failure.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
+}
+
 absl::Duration RunBudget(const Scenario& s, size_t plans) {
   absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
   if (s.warmup_iterations < 0) per_plan += s.warmup;

@@ -20,6 +20,11 @@ namespace psbench {
 void StopOnSignals();
 bool Interrupted();
 
+// The exit status of a command whose run failed with `failure`: 130 when interrupted,
+// kExitUsage for bad input (INVALID_ARGUMENT, also when a PS or worker found it), else
+// kExitRuntime.
+int FailedRunExitCode(const absl::Status& failure);
+
 // How long a run of `s` with `plans` payload plans may take before the launcher calls it
 // hung (--timeout overrides it).
 absl::Duration RunBudget(const Scenario& s, size_t plans);

@@ -56,7 +56,8 @@ std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
 }  // namespace
 
 // srun's report of tasks that ended badly, e.g. "srun: error: node1: task 1: Killed" or
-// "srun: error: node1: task 0-2,5: Exited with exit code 3" -> (task, 128 + signal | code).
+// "srun: error: node1: task 0-2,5: Exited with exit code 3" -> (task, kKilledBySignal + signal |
+// code).
 std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
   if (!absl::StartsWith(line, "srun: error: ")) return {};
   // ": task LIST: WHAT" or ": tasks LIST: WHAT", LIST being digits, commas and dashes.
@@ -85,7 +86,7 @@ std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
     bool named = false;
     for (int sig = 1; sig < NSIG && !named; ++sig) {
       if (const char* text = strsignal(sig); text != nullptr && what == text) {
-        status = 128 + sig;
+        status = kKilledBySignal + sig;
         named = true;
       }
     }
@@ -223,6 +224,8 @@ std::vector<std::pair<int, int>> RankExits(const ProcessGroup::Line& line) {
       status < 0 || status > 255) {
     return {};
   }
+  // The shell reports a signal as 128 + N; psbench's programs never exit above 2 themselves.
+  if (status > 128) status = kKilledBySignal + status - 128;
   return {{line.member, status}};
 }
 
@@ -278,10 +281,18 @@ class SshLauncher : public Launcher {
       }
       children.push_back(*std::move(child));
     }
-    return GroupOfChildren(std::move(children));
+    return GroupOfChildren(std::move(children), &DescribeSshStatus);
   }
 
  private:
+  // ssh passes on the remote command's exit status, and exits 255 for its own failures and
+  // for a remote command killed by a signal (which then has no status to pass on).
+  static std::string DescribeSshStatus(int status) {
+    if (status != 255) return ChildProcess::Describe(status);
+    return "ended with ssh's status 255 (ssh could not connect, log in or start the command, "
+           "or the remote process was killed by a signal)";
+  }
+
   std::vector<std::string> slots_;
   std::vector<std::string> ssh_;
 };

@@ -72,13 +72,14 @@ std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemu
 // to it ("exited on signal 9 (Killed)"); nullopt when it names none below `ranks`.
 std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::string& text, int ranks);
 
-// The tasks that srun's own output line reports as ended badly, with 128 + signal or the exit
-// code: "srun: error: node1: task 1: Killed" -> {(1, 137)}; none for any other line.
+// The tasks that srun's own output line reports as ended badly, with kKilledBySignal + signal
+// or the exit code: "srun: error: node1: task 1: Killed" -> {(1, 265)}; none for any other line.
 std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line);
 
 // Under mpirun, each worker runs as `ReportingRank(argv)`: a shell that runs it, prints how
 // it ended on its stderr and exits 0, so that Open MPI does not end the other workers.
-// `RankExits` reads that line back: {(rank, exit status or 128 + signal)}; none for any other.
+// `RankExits` reads that line back: {(rank, exit status or kKilledBySignal + signal)}; none
+// for any other.
 std::vector<std::string> ReportingRank(const std::vector<std::string>& argv);
 std::vector<std::pair<int, int>> RankExits(const ProcessGroup::Line& line);
 

@@ -138,7 +138,7 @@ std::optional<int> ChildProcess::Poll() {
   if (status_ || pid_ <= 0) return status_;
   int st = 0;
   pid_t r = waitpid(pid_, &st, WNOHANG);
-  if (r == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (r == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : kKilledBySignal + WTERMSIG(st);
   return status_;
 }
 
@@ -154,14 +154,15 @@ int ChildProcess::Stop(int sig, absl::Duration grace) {
   kill(pid_, SIGKILL);
   int st = 0;
   waitpid(pid_, &st, 0);
-  status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  status_ = WIFEXITED(st) ? WEXITSTATUS(st) : kKilledBySignal + WTERMSIG(st);
   return *status_;
 }
 
 std::string ChildProcess::Describe(int status) {
-  if (status > 128) {
-    const char* name = sigabbrev_np(status - 128);
-    return absl::StrCat("killed by SIG", name ? name : absl::StrCat(status - 128));
+  if (status > kKilledBySignal) {
+    const int sig = status - kKilledBySignal;
+    const char* name = sigabbrev_np(sig);
+    return absl::StrCat("killed by SIG", name ? name : absl::StrCat(sig));
   }
   return absl::StrCat("exited with status ", status);
 }

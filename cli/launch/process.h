@@ -14,6 +14,11 @@
 
 namespace psbench {
 
+// Exit statuses as the launchers keep them: 0-255 is the exit code, kKilledBySignal + N is
+// signal N. (The shell's 128 + N cannot tell a signal from an exit code above 128, such as
+// the 255 of an ssh that could not connect.)
+inline constexpr int kKilledBySignal = 256;
+
 class ChildProcess {
  public:
   struct Io {
@@ -41,7 +46,7 @@ class ChildProcess {
   // Reads one line from the child's stdout, waiting at most until `deadline`. Unavailable
   // once its stdout is closed.
   absl::StatusOr<std::string> ReadLine(absl::Time deadline);
-  // Non-blocking: the exit status (128+signal for a signal) once the child has exited.
+  // Non-blocking: the exit status (kKilledBySignal + N for signal N) once the child has exited.
   std::optional<int> Poll();
   // Closes the pipe on the child's stdin (Io::hold_stdin): a child that exits at the end of
   // its input (psbench-ps --exit-on-stdin-close over ssh) stops cleanly. False when it had

@@ -4,11 +4,16 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "bench/cli.h"
 
 namespace psbench {
 namespace {
@@ -26,8 +31,9 @@ bool WaitReadable(const std::vector<ChildProcess*>& children, absl::Time deadlin
 
 class ChildGroup : public ProcessGroup {
  public:
-  explicit ChildGroup(std::vector<ChildProcess> children)
-      : children_(std::move(children)), open_(children_.size(), true) {}
+  ChildGroup(std::vector<ChildProcess> children, StatusDescriber describe)
+      : children_(std::move(children)), open_(children_.size(), true),
+        describe_(describe ? std::move(describe) : StatusDescriber(&ChildProcess::Describe)) {}
 
   absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) override {
     while (true) {
@@ -44,7 +50,9 @@ class ChildGroup : public ProcessGroup {
         auto line = children_[i].ReadLine(absl::Now());
         if (line.ok()) {
           next_ = i + 1;
-          return Line{static_cast<int>(i), *std::move(line)};
+          Line out{static_cast<int>(i), *std::move(line)};
+          if (KeepFatal(out)) break;  // and wait for the next line
+          return out;
         }
         if (line.status().code() == absl::StatusCode::kUnavailable) open_[i] = false;
       }
@@ -57,7 +65,7 @@ class ChildGroup : public ProcessGroup {
     for (size_t i = 0; i < children_.size(); ++i) {
       auto st = children_[i].Poll();
       if (!st) return std::nullopt;
-      if (*st != 0 && !failed_) failed_ = Failure{static_cast<int>(i), ChildProcess::Describe(*st)};
+      if (*st != 0 && !failed_) failed_ = Failure{static_cast<int>(i), describe_(*st)};
       worst = std::max(worst, *st);
     }
     return worst;
@@ -69,6 +77,7 @@ class ChildGroup : public ProcessGroup {
     return absl::StrCat(children_.at(i).name(), " (pid ", children_.at(i).pid(), ")");
   }
   bool StopStatusIsMembers() const override { return true; }
+  std::string DescribeStatus(int status) const override { return describe_(status); }
 
   bool AllExited() {
     return std::all_of(children_.begin(), children_.end(), [](ChildProcess& c) { return c.Poll().has_value(); });
@@ -97,6 +106,7 @@ class ChildGroup : public ProcessGroup {
  private:
   std::vector<ChildProcess> children_;
   std::vector<bool> open_;
+  StatusDescriber describe_;
   size_t next_ = 0;
   std::optional<Failure> failed_;
 };
@@ -128,6 +138,7 @@ class LauncherGroup : public ProcessGroup {
           }
           if (l.member >= 0 && !exits.empty()) continue;  // a rank wrapper's report, not the member's
         }
+        if (KeepFatal(l)) continue;
         ready_.push_back(std::move(l));
       }
     }
@@ -177,8 +188,42 @@ class LauncherGroup : public ProcessGroup {
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children) {
-  return std::make_unique<ChildGroup>(std::move(children));
+const std::optional<ProcessGroup::Fatal>& ProcessGroup::FatalOf(size_t i) const {
+  static const std::optional<Fatal> kNone;
+  return i < fatal_.size() ? fatal_[i] : kNone;
+}
+
+std::string ProcessGroup::DescribeEnd(size_t i, int status) const {
+  std::string out = DescribeStatus(status);
+  if (const auto& fatal = FatalOf(i)) absl::StrAppend(&out, ": ", fatal->message);
+  return out;
+}
+
+int ProcessGroup::FirstFatalMember() const {
+  for (size_t i = 0; i < fatal_.size(); ++i) {
+    if (fatal_[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool ProcessGroup::KeepFatal(const Line& line) {
+  // "#fatal CODE MESSAGE" on a member's stdout; a member's first one counts.
+  constexpr size_t kMaxMembers = 1 << 16;
+  if (line.member < 0 || line.from_stderr || !absl::StartsWith(line.text, kFatalLinePrefix)) return false;
+  absl::string_view rest = absl::string_view(line.text).substr(strlen(kFatalLinePrefix));
+  const size_t space = rest.find(' ');
+  int code = 0;
+  if (space == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, space), &code)) return false;
+  const size_t member = static_cast<size_t>(line.member);
+  if (member >= kMaxMembers) return false;
+  if (fatal_.size() <= member) fatal_.resize(member + 1);
+  if (!fatal_[member]) fatal_[member] = Fatal{code, std::string(rest.substr(space + 1))};
+  return true;
+}
+
+std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children,
+                                              StatusDescriber describe) {
+  return std::make_unique<ChildGroup>(std::move(children), std::move(describe));
 }
 
 std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,

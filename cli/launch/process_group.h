@@ -29,14 +29,22 @@ class ProcessGroup {
     int member = -1;
     std::string what;
   };
+  // A member's last words: psbench-ps and psbench-worker with --fatal-line print their fatal
+  // error on stdout as "#fatal CODE MESSAGE" (bench/cli.h), where every launcher brings it
+  // back; it is kept here, not passed on as a line.
+  struct Fatal {
+    int code = 0;
+    std::string message;
+  };
 
   virtual ~ProcessGroup() = default;
 
   // The next stdout line of any member, waiting at most until `deadline` (DeadlineExceeded).
   // nullopt once every member's stdout has closed.
   virtual absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) = 0;
-  // Once every process of the group has exited: the worst exit status (128+signal for a
-  // signal); which member failed, when the launcher can tell, is in FailedMember().
+  // Once every process of the group has exited: the worst exit status (kKilledBySignal +
+  // signal for a signal); which member failed, when the launcher can tell, is in
+  // FailedMember().
   virtual std::optional<int> Poll() = 0;
   virtual std::optional<Failure> FailedMember() const = 0;
   // Member i's exit status once it has exited, where members are processes of their own
@@ -51,11 +59,33 @@ class ProcessGroup {
   // Whether Stop's status is the members' own: srun and mpirun report their own ending
   // (non-zero when told to stop), ssh passes on the remote process's.
   virtual bool StopStatusIsMembers() const = 0;
+
+  // How a member that ended with `status` ended ("exited with status 1", "killed by SIGKILL",
+  // ssh's 255 said as such).
+  virtual std::string DescribeStatus(int status) const { return ChildProcess::Describe(status); }
+  // The same, followed by its own last words where it printed them: "exited with status 2:
+  // --trace=t.json: ...".
+  std::string DescribeEnd(size_t i, int status) const;
+
+  // Member i's fatal line, once read (ReadLine takes it in).
+  const std::optional<Fatal>& FatalOf(size_t i) const;
+  // The first member, in index order, that printed a fatal line, or -1.
+  int FirstFatalMember() const;
+
+ protected:
+  // Keeps `line` when it is a member's fatal line; true if so (it is then not passed on).
+  bool KeepFatal(const Line& line);
+
+ private:
+  std::vector<std::optional<Fatal>> fatal_;
 };
 
 // Every member is a process of its own (local children, ssh clients); ChildProcess::name()
-// names it.
-std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children);
+// names it. `describe` says how one ended, from its exit status (ChildProcess::Describe when
+// null: an ssh client has its own meaning for 255).
+using StatusDescriber = std::function<std::string(int)>;
+std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children,
+                                              StatusDescriber describe = nullptr);
 
 // One launcher process (srun --label, mpirun --tag-output) whose stdout carries each
 // member's output tagged: `demux` turns each line the launcher prints into the members'

@@ -102,9 +102,9 @@ TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
 
 TEST(SrunTaskExitsTest, SignalsExitCodesAndRanges) {
   using Exits = std::vector<std::pair<int, int>>;
-  EXPECT_EQ(SrunTaskExits("srun: error: node1: task 1: Killed"), (Exits{{1, 128 + SIGKILL}}));
+  EXPECT_EQ(SrunTaskExits("srun: error: node1: task 1: Killed"), (Exits{{1, kKilledBySignal + SIGKILL}}));
   EXPECT_EQ(SrunTaskExits("srun: error: n2: task 3: Segmentation fault (core dumped)"),
-            (Exits{{3, 128 + SIGSEGV}}));
+            (Exits{{3, kKilledBySignal + SIGSEGV}}));
   EXPECT_EQ(SrunTaskExits("srun: error: n2: tasks 0-2,5: Exited with exit code 3"),
             (Exits{{0, 3}, {1, 3}, {2, 3}, {5, 3}}));
   // srun's other messages, and a task's own output, are not task exits.
@@ -121,13 +121,52 @@ TEST(RankExitsTest, ReadsOnlyTheWrappersLine) {
   EXPECT_EQ(argv[0], "/bin/sh");
   EXPECT_EQ(argv[4], "/bin/psbench-worker");
   EXPECT_EQ(argv[5], "--quiet");
-  EXPECT_EQ(RankExits({2, "psbench-rank-exit 137", true}), (Exits{{2, 137}}));
+  // The shell's 128 + N is a signal (psbench's programs exit 0-2); low statuses are exits.
+  EXPECT_EQ(RankExits({2, "psbench-rank-exit 137", true}), (Exits{{2, kKilledBySignal + SIGKILL}}));
   EXPECT_EQ(RankExits({0, "psbench-rank-exit 0", true}), (Exits{{0, 0}}));
+  EXPECT_EQ(RankExits({1, "psbench-rank-exit 2", true}), (Exits{{1, 2}}));
   // On stdout, untagged, malformed or out of range: the member's own text.
   EXPECT_EQ(RankExits({2, "psbench-rank-exit 137", false}), Exits{});
   EXPECT_EQ(RankExits({-1, "psbench-rank-exit 137", true}), Exits{});
   EXPECT_EQ(RankExits({1, "psbench-rank-exit x", true}), Exits{});
   EXPECT_EQ(RankExits({1, "psbench-rank-exit 300", true}), Exits{});
+}
+
+// Real processes on the local launcher: a member's "#fatal CODE MESSAGE" line is kept as its
+// last words, not passed on; statuses say exits and signals apart, 255 included.
+TEST(LocalGroupTest, KeepsLastWordsAndTellsExitsFromSignals) {
+  auto launcher = MakeLocalLauncher(4);
+  auto group = launcher->Start(
+      "workers", {{"localhost", {"/bin/sh", "-c", "echo out; echo '#fatal 2 --x=1: bad input'; exit 2"}, "worker 0"},
+                  {"localhost", {"/bin/sh", "-c", "echo fine"}, "worker 1"},
+                  {"localhost", {"/bin/sh", "-c", "exit 255"}, "worker 2"},
+                  {"localhost", {"/bin/sh", "-c", "kill -9 $$"}, "worker 3"}});
+  ASSERT_TRUE(group.ok()) << group.status();
+  ProcessGroup& g = **group;
+  std::vector<std::string> lines;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    auto line = g.ReadLine(deadline);
+    ASSERT_TRUE(line.ok()) << line.status();
+    if (!line->has_value()) break;
+    lines.push_back((*line)->text);
+  }
+  EXPECT_THAT(lines, ::testing::UnorderedElementsAre("out", "fine"));
+  std::optional<int> worst;
+  while (!(worst = g.Poll()) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(worst.has_value());
+  EXPECT_EQ(*worst, kKilledBySignal + SIGKILL);
+  ASSERT_TRUE(g.FatalOf(0).has_value());
+  EXPECT_EQ(g.FatalOf(0)->code, 2);
+  EXPECT_EQ(g.FatalOf(0)->message, "--x=1: bad input");
+  EXPECT_FALSE(g.FatalOf(1).has_value());
+  EXPECT_EQ(g.FirstFatalMember(), 0);
+  EXPECT_EQ(g.MemberStatus(0), 2);
+  EXPECT_EQ(g.DescribeEnd(0, 2), "exited with status 2: --x=1: bad input");
+  EXPECT_EQ(g.MemberStatus(2), 255);
+  EXPECT_EQ(g.DescribeEnd(2, 255), "exited with status 255");
+  EXPECT_EQ(g.MemberStatus(3), kKilledBySignal + SIGKILL);
+  EXPECT_EQ(g.DescribeEnd(3, kKilledBySignal + SIGKILL), "killed by SIGKILL");
 }
 
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {

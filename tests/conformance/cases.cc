@@ -37,6 +37,7 @@ ServerOptions PsOptions(const Case& c, Handlers& handlers) {
   so.exchange_handler = Pick(handlers, c.handler);
   so.corrupt_every = c.corrupt_every;
   so.max_connections = c.max_connections;
+  so.max_message_bytes = c.max_message_bytes;
   return so;
 }
 
@@ -273,6 +274,40 @@ void WithoutHandler(Worker& w) {
   }
 }
 
+// A message over the PS's --max-message-size never gets through: the client knows the limit
+// and refuses the payload itself (INVALID_ARGUMENT, at Register), or the PS refuses the
+// request (RESOURCE_EXHAUSTED); either names the limit, and the PS serves on.
+constexpr uint64_t kSmallLimit = 64 << 10;
+
+void OversizedMessage(Worker& w) {
+  Client* client = w.Connect(true);
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->max_message_bytes(0), kSmallLimit) << "the limit the PS told the client";
+  Payload big(std::vector<uint64_t>{kSmallLimit / 2, kSmallLimit / 2 + 1}, 3), small(kSmall, 4);
+  auto small_id = client->Register(small);
+  ASSERT_TRUE(small_id.ok()) << small_id.status();
+  for (Op op : {Op::kPush, Op::kEcho}) {
+    auto big_id = client->Register(big);
+    absl::Status refused;
+    if (!big_id.ok()) {
+      refused = big_id.status();
+      EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    } else {
+      client->Start(op, 0, *big_id, 1);
+      auto done = client->Next(absl::Now() + absl::Seconds(30));
+      ASSERT_TRUE(done.ok()) << done.status();
+      refused = done->status;
+      EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+      client->Unregister(*big_id);
+    }
+    EXPECT_NE(refused.message().find("--max-message-size=64KiB"), std::string::npos) << refused;
+    client->Start(op, 0, *small_id, 2);
+    auto done = client->Next(absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->status.ok()) << "the PS serves on: " << done->status;
+  }
+}
+
 void HandlerError(Worker& w) {
   absl::Status s = OneExchange(w);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
@@ -375,6 +410,8 @@ std::vector<Case> MakeCases() {
   c.push_back({.name = "SynchronousStepAnswersEveryWorkerLater", .workers = kSyncWorkers,
                .handler = Handler::kSync, .worker = SynchronousStep,
                .after = SynchronousStepHeld});
+  c.push_back({.name = "OversizedMessageIsRefusedAndThePsServesOn", .max_message_bytes = kSmallLimit,
+               .worker = OversizedMessage});
   c.push_back({.name = "WithoutHandlerExchangesFailAndThePsServesOn", .worker = WithoutHandler});
   c.push_back({.name = "HandlerErrorIsPrefixedWithThePsAddress", .handler = Handler::kFailing,
                .worker = HandlerError});

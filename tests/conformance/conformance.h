@@ -89,6 +89,7 @@ struct Case {
   Handler handler = Handler::kNone;
   int64_t corrupt_every = 0;  // ServerOptions::corrupt_every
   int max_connections = 1024;
+  uint64_t max_message_bytes = uint64_t{1} << 30;  // ServerOptions::max_message_bytes
   // Why the case cannot run where PS and workers are ranks of one MPI job; empty when it can.
   std::string in_process_only = {};
   std::function<void(Worker&)> worker = {};  // each worker, on a thread or in a process of its own

@@ -60,7 +60,8 @@ void Ack(std::span<const std::byte> in) {
   const absl::StatusOr<AckMeta> again = DecodeAckMeta(Bytes(encoded));
   FUZZ_CHECK(again.ok());
   FUZZ_CHECK(again->bytes_received == ack.bytes_received && again->ok == ack.ok &&
-             again->checksums == ack.checksums && again->error == ack.error);
+             again->code == ack.code && again->checksums == ack.checksums && again->error == ack.error);
+  FUZZ_CHECK(ack.ok == (ack.code == absl::StatusCode::kOk));
   FUZZ_CHECK(EncodeAckMeta(*again) == encoded);
 }
 

@@ -244,6 +244,16 @@ const std::vector<BadInput> kRunCases = {
     {"ModeWithoutModeTransports", Tool::kRun, {"--transports=grpc+verbs,grpc+mpi", "--mode=serialized"},
      {"--mode", "applies to grpc only"}},
     {"TrainerWithBenchmark", Tool::kRun, {"--trainer=tiny"}, {"--benchmark", "does not apply to --trainer"}},
+    // Found before anything starts: the payload alone is over the limit the PS will have.
+    {"PayloadOverMaxMessageSize", Tool::kRun, {"--sizes=8M:8M", "--max-message-size=4M"},
+     {"8MiB payload", "the PS's --max-message-size=4MiB"}},
+    // Found by the worker (the framing makes the message a few bytes larger): still exit 2,
+    // in the worker's words, named.
+    {"MessageOverMaxMessageSizeFoundByTheWorker", Tool::kRun, {"--sizes=4M:4M", "--max-message-size=4M"},
+     {"worker 0 (pid ", "exited with status 2: ", "4194328-byte message", "--max-message-size=4MiB"}},
+    {"SerializedMessageOverMaxMessageSize", Tool::kRun,
+     {"--sizes=4194300:4194300", "--max-message-size=4M", "--mode=serialized"},
+     {"worker 0 (pid ", "4194305-byte message"}},
 };
 
 // psbench train takes the flags that change what is timed, and no other.
@@ -354,6 +364,15 @@ TEST_F(BadInputProcessTest, VerbsPsWithoutRdmaDevice) {
   ExpectUsageError(
       RunCommand(PsArgv({"--listen=127.0.0.1", "--transport=grpc+verbs"}), seconds(20)),
       "psbench-ps", {"no RDMA device found: ibv_get_device_list returned 0"});
+}
+
+// The same found by a PS that psbench run started: exit 2 and the PS's own words, once.
+TEST_F(BadInputProcessTest, RunKeepsThePsOwnWordsAndExitTwo) {
+  if (HostHasRdmaDevice()) GTEST_SKIP() << "this host has an RDMA device";
+  ExpectUsageError(RunCommand(RunArgv({"--transport=grpc+verbs", "--benchmark=latency",
+                                       "--iterations=3", "--warmup=0s"}),
+                              seconds(30)),
+                   "psbench", {"PS 0 (pid ", "exited with status 2: ", "no RDMA device found"});
 }
 
 TEST_F(BadInputProcessTest, VerbsWorkerAgainstAGrpcPs) {

@@ -456,6 +456,30 @@ TEST_F(BarrierTest, DeadWorkerIsNotCounted) {
   EXPECT_EQ(zero.Wait(seconds(30)), 0) << zero.Stderr();
 }
 
+// A worker whose peers never come is not silent: it names them after 2 s, and at the first
+// barrier fails once --connect-timeout + 10 s have passed, naming them again.
+TEST_F(BarrierTest, LoneWorkerNamesWhoItWaitsForAndGivesUp) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  RunResult r = RunCommand(
+      WorkerArgv(ps->address(), {"--benchmark=throughput", "--num-workers=3", "--worker-index=1",
+                                 "--iterations=20", "--warmup-iterations=0", "--quiet",
+                                 "--connect-timeout=1s"}),
+      seconds(40));
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_GE(r.seconds, 10) << r.Describe();
+  EXPECT_LT(r.seconds, 25) << r.Describe();
+  std::vector<std::string> lines = r.ErrLines();
+  ASSERT_GE(lines.size(), 2u) << r.Describe();
+  EXPECT_NE(lines.front().find("waiting 2 s so far"), std::string::npos) << r.Describe();
+  for (const std::string& line : lines) {
+    EXPECT_NE(line.find("only 1 of the 3 workers reached barrier"), std::string::npos) << r.Describe();
+    EXPECT_NE(line.find("(missing: workers 0, 2)"), std::string::npos) << r.Describe();
+  }
+  EXPECT_NE(lines.back().find("after 11s"), std::string::npos) << r.Describe();
+  EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
+}
+
 TEST_F(BarrierTest, DuplicateWorkerIndexIsAnError) {
   auto ps = PsServer::Start();
   ASSERT_TRUE(ps);

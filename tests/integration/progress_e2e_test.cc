@@ -41,6 +41,20 @@ TEST_F(ProgressTest, NoStatusLineWhenTheOutputIsNotATerminal) {
   EXPECT_THAT(r.out, Not(HasSubstr("elapsed")));
 }
 
+// Training is long compute: its status line counts steps, warm-up then measured, with the
+// time left from the step rate.
+TEST_F(ProgressTest, TrainingShowsItsSteps) {
+#ifndef PSBENCH_HAVE_TRAINER
+  GTEST_SKIP() << "psbench was built without the trainer";
+#else
+  PtyResult r = RunOnPty(RunArgv({"--trainer=tiny", "--batch=64", "--steps=150"}), seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\rtraining tiny \| measure \| [0-9]+ s elapsed, ~[0-9]+ s left"));
+  for (const std::string& line : VisibleLines(r.out)) EXPECT_THAT(line, Not(HasSubstr("elapsed"))) << r.out;
+#endif
+}
+
 TEST_F(ProgressTest, StandaloneWorkerShowsItUnlessQuietOrPiped) {
   auto ps = PsServer::Start();
   ASSERT_NE(ps, nullptr);

@@ -7,6 +7,8 @@
 #include <thread>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "cli/launch/launchers.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/pty_run.h"
@@ -171,6 +173,33 @@ TEST_F(MpirunLaunchTest, KeepsTheSurvivorsRecordWhenAWorkerIsKilled) {
   EXPECT_EQ(records[0].value("peers_lost", -1), 1) << records[0].dump();
   EXPECT_GT(records[0].value("iterations", 0), 0);
   EXPECT_EQ(records[0]["cluster"].value("launcher", ""), "mpirun");
+}
+
+// A rank's last words come back through mpirun's tagged output, and its exit status through
+// the rank wrapper, while the other rank runs to its end.
+TEST_F(MpirunLaunchTest, KeepsARanksLastWords) {
+  auto launcher = MakeMpirunLauncher({"localhost", "localhost"}, PSBENCH_MPIEXEC, {});
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+  auto group = (*launcher)->Start(
+      "workers", {{"localhost", {"/bin/sh", "-c", "echo '#fatal 2 --x=1: bad input'; exit 2"}, "worker 0"},
+                  {"localhost", {"/bin/sh", "-c", "sleep 1; echo fine"}, "worker 1"}});
+  ASSERT_TRUE(group.ok()) << group.status();
+  ProcessGroup& g = **group;
+  std::vector<std::string> lines;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    auto line = g.ReadLine(deadline);
+    ASSERT_TRUE(line.ok()) << line.status();
+    if (!line->has_value()) break;
+    if ((*line)->member >= 0) lines.push_back((*line)->text);
+  }
+  EXPECT_EQ(lines, std::vector<std::string>{"fine"});
+  ASSERT_TRUE(g.FatalOf(0).has_value());
+  EXPECT_EQ(g.FatalOf(0)->code, 2);
+  EXPECT_EQ(g.FatalOf(0)->message, "--x=1: bad input");
+  EXPECT_EQ(g.MemberStatus(0), 2);
+  EXPECT_EQ(g.MemberStatus(1), 0);
+  EXPECT_EQ(g.DescribeEnd(0, 2), "exited with status 2: --x=1: bad input");
 }
 
 TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {

@@ -223,6 +223,23 @@ TEST_F(SshLaunchTest, RefusingHostFailsNamingIt) {
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
   EXPECT_LT(r.seconds, 30) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "127.0.0.1")) << "names the host\n" << r.Describe();
+  // ssh's own failure is said as such, not as a signal.
+  EXPECT_TRUE(Contains(r.err, "ssh's status 255")) << r.Describe();
+  EXPECT_FALSE(Contains(r.err, "SIG")) << r.Describe();
+}
+
+// Bad input that a remote worker finds comes back in its own words, and exits 2.
+TEST_F(SshLaunchTest, RemoteBadInputKeepsItsWordsAndExitTwo) {
+  const std::string hostfile = tmp_.Write("hosts", kThreeSlots);
+  RunResult r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=latency", "--sizes=4M:4M",
+                                                 "--max-message-size=4M", "--iterations=3",
+                                                 "--warmup=0s"}),
+                           seconds(60));
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  std::vector<std::string> lines = r.ErrLines();
+  ASSERT_FALSE(lines.empty()) << r.Describe();
+  EXPECT_TRUE(Contains(lines.back(), "exited with status 2: ")) << r.Describe();
+  EXPECT_TRUE(Contains(lines.back(), "4194328-byte message")) << r.Describe();
 }
 
 // A hostfile that cannot hold the run is a usage error, said before anything starts.

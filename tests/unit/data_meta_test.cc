@@ -70,7 +70,8 @@ TEST(DataMetaTest, TruncatedOrPaddedMetadataIsMalformed) {
 }
 
 TEST(DataMetaTest, AckRoundTripReusesStorage) {
-  AckMeta ack{.bytes_received = 123, .ok = false, .checksums = {7, 8}, .error = "buffer 1 differs"};
+  AckMeta ack{.bytes_received = 123, .ok = false, .code = absl::StatusCode::kResourceExhausted,
+              .checksums = {7, 8}, .error = "over the PS's --max-message-size"};
   std::string wire;
   EncodeAckMeta(ack, &wire);
   EXPECT_EQ(wire, EncodeAckMeta(ack));
@@ -80,8 +81,19 @@ TEST(DataMetaTest, AckRoundTripReusesStorage) {
   EXPECT_EQ(decoded.bytes_received, 123u);
   EXPECT_FALSE(decoded.ok);
   EXPECT_EQ(decoded.checksums, ack.checksums);
-  EXPECT_EQ(decoded.error, "buffer 1 differs");
+  EXPECT_EQ(decoded.code, absl::StatusCode::kResourceExhausted) << "the PS's own code travels";
+  EXPECT_EQ(decoded.error, "over the PS's --max-message-size");
   EXPECT_EQ(DecodeAckMeta(Bytes(wire.substr(0, 10))).status().code(), absl::StatusCode::kDataLoss);
+  // A refusal without a code is data loss; a status word that is no code is malformed.
+  AckMeta refused;
+  refused.ok = false;
+  refused.error = "damaged";
+  auto lost = DecodeAckMeta(Bytes(EncodeAckMeta(refused)));
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->code, absl::StatusCode::kDataLoss);
+  std::string bad = wire;
+  bad[8] = 17;
+  EXPECT_EQ(DecodeAckMeta(Bytes(bad)).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(DataMetaTest, ExchangeReplyMetaRoundTrip) {

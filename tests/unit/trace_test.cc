@@ -147,6 +147,21 @@ TEST_F(TraceTest, SizeLimitsAreInclusive) {
   EXPECT_THAT(Load("[1, 1073741824]").Sizes(0), ElementsAre(1, kGiB));
 }
 
+// One payload holds at most kMaxBuffersPerPayload tensors, in every form of trace: a small
+// file must not ask for millions of buffers.
+TEST_F(TraceTest, TensorsPerPayloadAreBounded) {
+  std::string ones = "1";
+  for (int i = 1; i < kMaxBuffersPerPayload; ++i) ones += ",1";
+  EXPECT_EQ(Load("[" + ones + "]").payloads[0].size(), static_cast<size_t>(kMaxBuffersPerPayload));
+  ones += ",1";
+  EXPECT_THAT(Error("[" + ones + "]"), HasSubstr("has 100001 tensors, over the 100000 one payload may hold"));
+  EXPECT_THAT(Error("[[1], [" + ones + "]]"), HasSubstr("group 1 has 100001 tensors"));
+  std::string params = R"({"name": "w", "bytes": 4})";
+  std::string many = params;
+  for (int i = 0; i < kMaxBuffersPerPayload; ++i) many += "," + params;
+  EXPECT_THAT(Error(R"({"params": [)" + many + "]}"), HasSubstr("'params' has 100001 tensors"));
+}
+
 TEST_F(TraceTest, ResolvePlanReadsTheTrace) {
   PayloadSpec spec;
   spec.scheme = Scheme::kTrace;

@@ -123,6 +123,10 @@ class Barriers {
       return grpc::Status::OK;
     }
     reply->set_arrived(static_cast<int>(b.waiting.size()));
+    constexpr int kMaxMissing = 32;  // a bounded reply, whatever --num-workers says
+    for (int i = 0; i < b.parties && reply->missing_size() < kMaxMissing; ++i) {
+      if (!b.waiting.contains(i)) reply->add_missing(i);
+    }
     return grpc::Status::OK;
   }
 

@@ -1,5 +1,7 @@
 #include "transports/control/control_client.h"
 
+#include "payloads/size.h"
+
 #include <map>
 #include <optional>
 #include <utility>
@@ -96,6 +98,18 @@ absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
   return out;
 }
 
+absl::Status ControlClient::CheckMessageFits(uint64_t payload_bytes, uint64_t message_bytes) const {
+  for (const Ps& s : servers_) {
+    if (s.max_message_bytes == 0 || message_bytes <= s.max_message_bytes) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a ", FormatSize(payload_bytes), " payload ",
+        message_bytes == payload_bytes ? std::string("is") : absl::StrCat("makes a ", message_bytes, "-byte message,"),
+        " over PS ", s.address, "'s --max-message-size=", FormatSize(s.max_message_bytes),
+        "; raise it or send smaller payloads"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ControlClient::Barrier(const std::string& name, int parties, int worker_index,
                                     absl::Time deadline) {
   wire::BarrierRequest request;
@@ -114,9 +128,9 @@ absl::Status ControlClient::Barrier(const std::string& name, int parties, int wo
     }
     if (status.ok() && reply.released()) return absl::OkStatus();
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "only ", reply.arrived(), " of the ", parties, " workers reached barrier '", name,
-          "' on PS ", servers_[0].address, " in time"));
+      return absl::DeadlineExceededError(
+          BarrierWaitText(name, reply.arrived(), parties, servers_[0].address,
+                          std::vector<int>(reply.missing().begin(), reply.missing().end())));
     }
     absl::SleepFor(absl::Milliseconds(1));
   }

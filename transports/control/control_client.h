@@ -50,6 +50,9 @@ class ControlClient {
   const std::shared_ptr<grpc::Channel>& channel(size_t i) const { return servers_[i].channel; }
   // The largest message PS i accepts, as it said when admitting the session; 0: unknown.
   uint64_t max_message_bytes(size_t i) const { return servers_[i].max_message_bytes; }
+  // INVALID_ARGUMENT when a message of `message_bytes` carrying `payload_bytes` of payload is
+  // over some PS's limit (bad input, found before anything is sent), naming both.
+  absl::Status CheckMessageFits(uint64_t payload_bytes, uint64_t message_bytes) const;
 
   absl::StatusOr<ServerInfo> GetInfo(size_t i);
   // See Client::Barrier: polled on PS 0.

@@ -2,6 +2,7 @@
 // calling thread (no thread hop between the network and the benchmark loop).
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/generic/generic_stub.h>
 
 #include <cstring>
@@ -122,6 +123,11 @@ class GrpcClient final : public Client {
     reg->payload = &payload;
     reg->header = EncodePayloadHeader(payload.sizes(),
                                       options_.validate ? &payload.checksums() : nullptr);
+    // A message a PS would refuse is bad input, found before anything is sent.
+    if (absl::Status s = control_.CheckMessageFits(payload.total_bytes(), MessageBytes(payload, reg->header.size()));
+        !s.ok()) {
+      return s;
+    }
     // One slice for the header, then one per buffer pointing at the payload's own memory:
     // gRPC sends from it without copying it first.
     reg->slices.emplace_back(reg->header.data(), reg->header.size(), grpc::Slice::STATIC_SLICE);
@@ -133,6 +139,22 @@ class GrpcClient final : public Client {
   }
 
   void Unregister(int payload) override { registered_[payload].reset(); }
+
+  // The bytes of one message carrying `p` in this wire mode, as the PS's limit counts them.
+  uint64_t MessageBytes(const Payload& p, size_t raw_header_bytes) const {
+    if (options_.mode == WireMode::kNonSerialized) return raw_header_bytes + p.total_bytes();
+    using google::protobuf::io::CodedOutputStream;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < p.num_buffers(); ++i) {
+      const uint64_t len = p.buffer(i).size();
+      bytes += 1 + CodedOutputStream::VarintSize64(len) + len;  // tag, length, bytes
+    }
+    if (options_.validate && p.num_buffers() > 0) {  // packed fixed64
+      const uint64_t len = 8 * p.num_buffers();
+      bytes += 1 + CodedOutputStream::VarintSize64(len) + len;
+    }
+    return bytes;
+  }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
     if (op == Op::kExchange) {
@@ -257,6 +279,7 @@ class GrpcClient final : public Client {
   }
 
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
+  uint64_t max_message_bytes(size_t server) const override { return control_.max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
                        absl::Time deadline) override {
     return control_.Barrier(name, parties, worker_index, deadline);

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "payloads/size.h"
 #include "transports/exchange.h"
 
 namespace psbench::loopback {
@@ -167,9 +168,13 @@ class Core {
       return absl::OkStatus();
     }
     const size_t arrived = b.waiting.size();
+    std::vector<int> missing;
+    for (int i = 0; i < parties && missing.size() < 32; ++i) {
+      if (!b.waiting.contains(i)) missing.push_back(i);
+    }
     b.waiting.erase(index);
-    return absl::DeadlineExceededError(absl::StrFormat("only %d of the %d workers reached barrier '%s' on PS %s in time",
-                                                       arrived, parties, name, address_));
+    return absl::DeadlineExceededError(
+        BarrierWaitText(name, static_cast<int>(arrived), parties, address_, missing));
   }
 
   // Stops serving: held exchanges are cancelled, queued ops fail, the threads end.
@@ -299,6 +304,7 @@ struct Peer {
   std::string address;
   std::weak_ptr<Core> core;
   uint64_t session = 0;
+  uint64_t max_message_bytes = 0;  // its server's, as a session reply would say
 };
 
 class LoopbackClient final : public Client {
@@ -324,6 +330,7 @@ class LoopbackClient final : public Client {
       }
       if (absl::Status s = core->Admit(&p.session); !s.ok()) return s;
       p.core = core;
+      p.max_message_bytes = core->options().max_message_bytes;
     }
     return absl::OkStatus();
   }
@@ -347,6 +354,9 @@ class LoopbackClient final : public Client {
     auto core = server < peers_.size() ? peers_[server].core.lock() : nullptr;
     if (!core) return absl::UnavailableError(absl::StrCat("PS ", server_address(server), ": not serving"));
     return core->Info();
+  }
+  uint64_t max_message_bytes(size_t server) const override {
+    return server < peers_.size() ? peers_[server].max_message_bytes : 0;
   }
   absl::Status Barrier(const std::string& name, int parties, int worker_index, absl::Time deadline) override {
     auto core = peers_.empty() ? nullptr : peers_[0].core.lock();
@@ -396,6 +406,13 @@ void LoopbackClient::Start(Op op, size_t server, int payload, uint64_t tag) {
     }
     uint64_t bytes = 0;
     for (const auto& b : *data) bytes += b.size();
+    if (bytes > core.options().max_message_bytes) {
+      d.status = Prefixed(core.address(), absl::ResourceExhaustedError(absl::StrCat(
+                                              "a request of ", bytes, " bytes is over the PS's --max-message-size=",
+                                              FormatSize(core.options().max_message_bytes))));
+      done->Push(std::move(d));
+      return;
+    }
     core.Count(bytes);
     const bool corrupt = core.ShouldCorrupt() && bytes > 0;
     auto damage = [&data] {

@@ -346,6 +346,7 @@ class MpiClient final : public Client {
   }
 
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
+  uint64_t max_message_bytes(size_t server) const override { return control_->max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
                        absl::Time deadline) override {
     return control_->Barrier(name, parties, worker_index, deadline);
@@ -502,7 +503,7 @@ class MpiClient final : public Client {
         !s.ok()) {
       return s;
     }
-    if (!ack->ok) return absl::DataLossError(absl::StrCat("PS: ", ack->error));
+    if (!ack->ok) return absl::Status(ack->code, absl::StrCat("PS: ", ack->error));
     if (ack->bytes_received != payload.total_bytes()) {
       return absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,
                                                  payload.total_bytes()));

@@ -476,6 +476,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     r.ack.bytes_received = static_cast<uint64_t>(count);
     r.ack.ok = verdict.ok();
+    r.ack.code = verdict.code();
     r.ack.checksums.clear();
     // Only checksums of this payload, when they were computed (never a previous request's).
     if (r.validate && r.kind == kPush && verdict.ok()) r.ack.checksums = r.checksums;

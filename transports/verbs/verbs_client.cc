@@ -140,6 +140,8 @@ class VerbsClient final : public Client {
 
   absl::StatusOr<int> Register(const Payload& payload) override {
     if (!device_) return absl::FailedPreconditionError("grpc+verbs: Register before Connect");
+    // Bad input, found before anything is sent (pushes and echoes stream through the PS's ring).
+    if (absl::Status s = control_->CheckMessageFits(payload.total_bytes(), payload.total_bytes()); !s.ok()) return s;
     auto reg = std::make_unique<Registered>();
     reg->payload = &payload;
     auto arena = payload.arena();
@@ -312,6 +314,7 @@ class VerbsClient final : public Client {
   }
 
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
+  uint64_t max_message_bytes(size_t server) const override { return control_->max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
                        absl::Time deadline) override {
     return control_->Barrier(name, parties, worker_index, deadline);
@@ -489,7 +492,7 @@ class VerbsClient final : public Client {
       if (!ack.ok()) {
         s = ack.status();
       } else if (!ack->ok) {
-        s = absl::DataLossError(absl::StrCat("PS: ", ack->error));
+        s = absl::Status(ack->code, absl::StrCat("PS: ", ack->error));
       } else if (ack->bytes_received != payload.total_bytes()) {
         s = absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,
                                                 payload.total_bytes()));

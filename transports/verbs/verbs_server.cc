@@ -312,6 +312,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       AckMeta ack;
       ack.bytes_received = r.received;
       ack.ok = verdict.ok();
+      ack.code = verdict.code();
       if (r.validate) ack.checksums = r.checksums.checksums();
       if (!verdict.ok()) ack.error = std::string(verdict.message()).substr(0, 200);
       OutMessage m;
