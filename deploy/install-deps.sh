@@ -24,6 +24,8 @@ packages=(
   slurm-wlm slurm-client munge openssh-server openssh-client openssl
   # psbench report: plots (matplotlib), and the headless browser that checks the page.
   python3-matplotlib chromium
+  # The interop test (tests/interop): a client and a PS in Python, from docs/protocol.md.
+  python3-grpcio python3-protobuf python3-xxhash
   # Fuzz targets (tests/fuzz, -DPSBENCH_FUZZ=ON): clang and its libFuzzer runtime.
   clang libclang-rt-14-dev
 )

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The interop test (ctest label interop): a client and a PS written in Python from
+# docs/protocol.md alone (tests/interop/*.py, Debian's python3-grpcio, python3-protobuf and
+# python3-xxhash; the messages compiled by protoc from proto/psbench.proto).
+#   1. The Python client against psbench-ps: echo, push and exchange, both wire modes.
+#   2. psbench-worker against the Python PS: latency, bandwidth and throughput, both wire
+#      modes, with --validate, each a record of its own.
+#
+#   run_interop.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+bin=$1
+src=$2
+here=$src/tests/interop
+# Debian's interpreter, whose packages hold grpc (a python3 earlier on PATH may not).
+py=/usr/bin/python3
+tmp=$(mktemp -d /tmp/psbench-interop.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "run_interop: $*" >&2; exit 1; }
+
+"$py" -c 'import grpc, google.protobuf, xxhash' 2>/dev/null ||
+    fail "Debian's python3-grpcio, python3-protobuf and python3-xxhash are needed (deploy/install-deps.sh)"
+protoc --proto_path="$src/proto" --python_out="$tmp" "$src/proto/psbench.proto"
+
+# Starts a PS in the background with its output in $1; sets $address once it listens.
+start_ps() {
+    local out=$1
+    shift
+    "$@" > "$out" 2>&1 &
+    pids+=($!)
+    address=""
+    for _ in $(seq 1 300); do
+        address=$(grep -o 'listening on [0-9.]*:[0-9]*' "$out" | head -1 | cut -d' ' -f3 || true)
+        [ -n "$address" ] && break
+        kill -0 "${pids[-1]}" 2>/dev/null || fail "the PS exited: $(cat "$out")"
+        sleep 0.05
+    done
+    [ -n "$address" ] || fail "the PS printed no address: $(cat "$out")"
+}
+
+echo "== the Python client against psbench-ps"
+start_ps "$tmp/psbench-ps.out" "$bin/psbench-ps" --listen=127.0.0.1 --port=0
+PYTHONPATH=$here timeout 120 "$py" "$here/client.py" "$tmp" "$address"
+
+echo "== psbench-worker against the Python PS"
+start_ps "$tmp/python-ps.out" env PYTHONPATH="$here" "$py" "$here/ps.py" "$tmp"
+pyps=$address
+json=$tmp/records.jsonl
+for mode in non-serialized serialized; do
+    for benchmark in latency bandwidth throughput; do
+        timeout 120 "$bin/psbench-worker" --ps="$pyps" --benchmark=$benchmark --mode=$mode --validate \
+            --sizes=1K:64K --warmup-iterations=2 --iterations=20 --quiet --json="$json" ||
+            fail "psbench-worker --benchmark=$benchmark --mode=$mode against the Python PS failed"
+    done
+done
+"$py" - "$json" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+kinds = {(r["benchmark"], r["mode"]) for r in records}
+want = {(b, m) for b in ("latency", "bandwidth", "throughput") for m in ("non-serialized", "serialized")}
+assert kinds == want, f"records for {sorted(kinds)}, wanted {sorted(want)}"
+for r in records:
+    assert r["validate"] is True and r["transport"] == "grpc", r
+    assert r["placement"]["ps"][0]["version"] == "python-interop", r["placement"]
+    # The PS's own counts of the measured calls agree with the worker's (ps_counted).
+    assert r["ps_counted"][0]["rpcs"] > 0 and r["ps_counted"][0]["sessions_lost"] == 0, r["ps_counted"]
+print(f"run_interop: {len(records)} records from psbench-worker against the Python PS")
+PY
+# A method the PS does not serve: the worker's error names the PS and the method.
+if out=$(timeout 60 "$bin/psbench-worker" --ps="$pyps" --benchmark=updates --steps=2 --quiet 2>&1); then
+    fail "--benchmark=updates against a PS without Exchange succeeded"
+fi
+grep -q "PS $pyps: /psbench.Raw/Exchange: " <<<"$out" || fail "the error names neither the PS nor the method: $out"
+echo "run_interop: a method the PS lacks is named: $out"
+echo "run_interop: PASS"
