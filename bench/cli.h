@@ -17,6 +17,11 @@ namespace psbench {
 
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
+// The exit status a failure means: kExitUsage for INVALID_ARGUMENT (bad input, wherever it
+// was found), else kExitRuntime.
+inline int ExitCodeFor(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
+}
 
 // Parses argv[1..] into the registered Abseil flags. Returns the positional arguments.
 // Only flags defined in source files whose path ends with one of `flag_files` (e.g.

@@ -135,7 +135,7 @@ absl::Status AwaitPeers(Client& client, const Scenario& s, const std::string& na
     if (st.code() != absl::StatusCode::kDeadlineExceeded) return st;
     if (until >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          st.message(), " after ", absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))));
+          st.message(), " after ", absl::FormatDuration(absl::Trunc(absl::Now() - start + absl::Milliseconds(500), absl::Seconds(1)))));
     }
     // Not silent while it waits: who is missing, now and then.
     fmt::print(stderr, "psbench-worker {}: waiting {:.0f} s so far: {}\n", s.worker_index,

@@ -51,7 +51,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                                    .momentum = settings.momentum,
                                    .seed = scenario.payload.seed,
                                    .round_timeout = scenario.rpc_timeout + absl::Seconds(5)});
-  if (!made_ps.ok()) Die(kWorkerProgram, made_ps.status(), kExitRuntime);
+  if (!made_ps.ok()) Die(kWorkerProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   // The network goes before the PS client's memory it is bound to (it unpins that memory).
   const std::unique_ptr<trainer::Network> owned_net = std::move(*made);

@@ -109,7 +109,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                                    .momentum = 0.f,
                                    .seed = seed,
                                    .round_timeout = op_timeout});
-  if (!made_ps.ok()) Die(kProgram, made_ps.status(), kExitRuntime);
+  if (!made_ps.ok()) Die(kProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   auto fail = [](const absl::Status& s) { Die(kProgram, absl::StrCat("updates: ", s.message()), kExitRuntime); };
   std::vector<std::vector<uint8_t>> codes(elements.size());  // B(t, i)

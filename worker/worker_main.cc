@@ -289,7 +289,7 @@ int Main(int argc, char** argv) {
       auto sizes = plan.Sizes(i);
       payloads.push_back(std::make_unique<Payload>(sizes, scenario->payload.seed + i));
       auto id = (*client)->Register(*payloads.back());
-      if (!id.ok()) Die(kProgram, id.status(), kExitUsage);
+      if (!id.ok()) Die(kProgram, id.status(), ExitCodeFor(id.status()));
       ids.push_back(*id);
       bytes.push_back(plan.Bytes(i));
     }

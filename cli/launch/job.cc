@@ -51,20 +51,21 @@ std::vector<std::string> WithLauncherFlags(std::vector<std::string> argv, const 
 // Member `i` of `g` ended with `status`: named, with its own last words where it printed them.
 // Bad input that a PS or worker found (exit 2) stays bad input, so the run exits 2 too.
 absl::Status MemberFailure(const ProcessGroup& g, size_t i, int status, absl::string_view context = "") {
-  std::string what = absl::StrCat(g.MemberName(i), " ", g.DescribeEnd(i, status), context);
+  std::string what = absl::StrCat(g.MemberName(i), " ", g.DescribeStatus(status), context);
+  if (const auto& fatal = g.FatalOf(i)) absl::StrAppend(&what, ": ", fatal->message);
   return status == kExitUsage ? absl::InvalidArgumentError(what) : absl::InternalError(what);
 }
 
-// A group that failed with `status` as a whole: the member that printed its last words, else
-// the member the launcher names, else `who`.
+// A group that failed with `status` as a whole: the member the launcher names if it printed
+// its last words, else the first member that printed them, else the member the launcher
+// names, else `who`.
 absl::Status GroupFailure(const ProcessGroup& g, int status, const std::string& who,
                           absl::string_view context) {
-  if (int m = g.FirstFatalMember(); m >= 0) {
-    const ProcessGroup::Fatal& fatal = *g.FatalOf(m);
-    return MemberFailure(g, m, fatal.code, context);
-  }
+  const auto named = g.FailedMember();
+  int m = named && g.FatalOf(named->member) ? named->member : g.FirstFatalMember();
+  if (m >= 0) return MemberFailure(g, m, g.FatalOf(m)->code, context);
   std::string what = who + " " + g.DescribeStatus(status);
-  if (auto f = g.FailedMember()) what = absl::StrCat(g.MemberName(f->member), " ", f->what);
+  if (named) what = absl::StrCat(g.MemberName(named->member), " ", named->what);
   absl::StrAppend(&what, context);
   return status == kExitUsage ? absl::InvalidArgumentError(what) : absl::InternalError(what);
 }
@@ -79,6 +80,15 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int 
   const absl::Duration wait = deadline - absl::Now();
   while (known < num_ps) {
     if (Interrupted()) return absl::CancelledError("interrupted");
+    // A PS that gave up (its last words read) fails the start now, while the others listen.
+    for (int i = 0; i < num_ps; ++i) {
+      if (addresses[i] || !ps.FatalOf(i)) continue;
+      absl::Time until = absl::Now() + absl::Seconds(2);
+      std::optional<int> status;
+      while (!(status = ps.MemberStatus(i)) && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+      ps.Stop(SIGTERM, absl::Seconds(2));
+      return MemberFailure(ps, i, status.value_or(ps.FatalOf(i)->code), " before it listened");
+    }
     auto line = ps.ReadLine(std::min(deadline, absl::Now() + absl::Milliseconds(200)));
     if (!line.ok()) {
       if (absl::Now() < deadline) continue;

@@ -27,7 +27,7 @@ bool Interrupted() { return g_interrupted; }
 
 int FailedRunExitCode(const absl::Status& failure) {
   if (Interrupted()) return 130;
-  return failure.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
+  return ExitCodeFor(failure);
 }
 
 absl::Duration RunBudget(const Scenario& s, size_t plans) {

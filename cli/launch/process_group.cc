@@ -172,6 +172,12 @@ class LauncherGroup : public ProcessGroup {
   }
   bool StopStatusIsMembers() const override { return false; }
   int Stop(int sig, absl::Duration grace) override { return launcher_.Stop(sig, grace); }
+  // srun and mpirun pass on a task killed by signal N as their own exit status 128 + N, as a
+  // shell does (psbench's programs never exit above 2 themselves).
+  std::string DescribeStatus(int status) const override {
+    if (status > 128 && status < 256) status = kKilledBySignal + status - 128;
+    return ChildProcess::Describe(status);
+  }
 
  private:
   ChildProcess launcher_;
@@ -193,19 +199,6 @@ const std::optional<ProcessGroup::Fatal>& ProcessGroup::FatalOf(size_t i) const 
   return i < fatal_.size() ? fatal_[i] : kNone;
 }
 
-std::string ProcessGroup::DescribeEnd(size_t i, int status) const {
-  std::string out = DescribeStatus(status);
-  if (const auto& fatal = FatalOf(i)) absl::StrAppend(&out, ": ", fatal->message);
-  return out;
-}
-
-int ProcessGroup::FirstFatalMember() const {
-  for (size_t i = 0; i < fatal_.size(); ++i) {
-    if (fatal_[i]) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 bool ProcessGroup::KeepFatal(const Line& line) {
   // "#fatal CODE MESSAGE" on a member's stdout; a member's first one counts.
   constexpr size_t kMaxMembers = 1 << 16;
@@ -217,7 +210,10 @@ bool ProcessGroup::KeepFatal(const Line& line) {
   const size_t member = static_cast<size_t>(line.member);
   if (member >= kMaxMembers) return false;
   if (fatal_.size() <= member) fatal_.resize(member + 1);
+  // (srun forwards output in 1 KiB chunks, each labelled as a line: a longer message keeps
+  // its first chunk here, and the rest is passed on as the member's text.)
   if (!fatal_[member]) fatal_[member] = Fatal{code, std::string(rest.substr(space + 1))};
+  if (first_fatal_ < 0) first_fatal_ = static_cast<int>(member);
   return true;
 }
 

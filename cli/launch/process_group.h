@@ -63,14 +63,11 @@ class ProcessGroup {
   // How a member that ended with `status` ended ("exited with status 1", "killed by SIGKILL",
   // ssh's 255 said as such).
   virtual std::string DescribeStatus(int status) const { return ChildProcess::Describe(status); }
-  // The same, followed by its own last words where it printed them: "exited with status 2:
-  // --trace=t.json: ...".
-  std::string DescribeEnd(size_t i, int status) const;
 
   // Member i's fatal line, once read (ReadLine takes it in).
   const std::optional<Fatal>& FatalOf(size_t i) const;
-  // The first member, in index order, that printed a fatal line, or -1.
-  int FirstFatalMember() const;
+  // The first member whose fatal line came in, or -1.
+  int FirstFatalMember() const { return first_fatal_; }
 
  protected:
   // Keeps `line` when it is a member's fatal line; true if so (it is then not passed on).
@@ -78,6 +75,7 @@ class ProcessGroup {
 
  private:
   std::vector<std::optional<Fatal>> fatal_;
+  int first_fatal_ = -1;
 };
 
 // Every member is a process of its own (local children, ssh clients); ChildProcess::name()

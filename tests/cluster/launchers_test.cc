@@ -162,11 +162,11 @@ TEST(LocalGroupTest, KeepsLastWordsAndTellsExitsFromSignals) {
   EXPECT_FALSE(g.FatalOf(1).has_value());
   EXPECT_EQ(g.FirstFatalMember(), 0);
   EXPECT_EQ(g.MemberStatus(0), 2);
-  EXPECT_EQ(g.DescribeEnd(0, 2), "exited with status 2: --x=1: bad input");
+  EXPECT_EQ(g.DescribeStatus(2), "exited with status 2");
   EXPECT_EQ(g.MemberStatus(2), 255);
-  EXPECT_EQ(g.DescribeEnd(2, 255), "exited with status 255");
+  EXPECT_EQ(g.DescribeStatus(255), "exited with status 255");
   EXPECT_EQ(g.MemberStatus(3), kKilledBySignal + SIGKILL);
-  EXPECT_EQ(g.DescribeEnd(3, kKilledBySignal + SIGKILL), "killed by SIGKILL");
+  EXPECT_EQ(g.DescribeStatus(kKilledBySignal + SIGKILL), "killed by SIGKILL");
 }
 
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {

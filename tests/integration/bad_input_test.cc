@@ -372,7 +372,7 @@ TEST_F(BadInputProcessTest, RunKeepsThePsOwnWordsAndExitTwo) {
   ExpectUsageError(RunCommand(RunArgv({"--transport=grpc+verbs", "--benchmark=latency",
                                        "--iterations=3", "--warmup=0s"}),
                               seconds(30)),
-                   "psbench", {"PS 0 (pid ", "exited with status 2: ", "no RDMA device found"});
+                   "psbench", {"PS 0 (pid ", "exited with status 2 before it listened: ", "no RDMA device found"});
 }
 
 TEST_F(BadInputProcessTest, VerbsWorkerAgainstAGrpcPs) {

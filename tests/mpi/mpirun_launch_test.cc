@@ -199,7 +199,7 @@ TEST_F(MpirunLaunchTest, KeepsARanksLastWords) {
   EXPECT_EQ(g.FatalOf(0)->message, "--x=1: bad input");
   EXPECT_EQ(g.MemberStatus(0), 2);
   EXPECT_EQ(g.MemberStatus(1), 0);
-  EXPECT_EQ(g.DescribeEnd(0, 2), "exited with status 2: --x=1: bad input");
+  EXPECT_EQ(g.DescribeStatus(2), "exited with status 2");
 }
 
 TEST_F(MpirunLaunchTest, TooFewSlotsOrNoLauncherForMpiAreUsageErrors) {

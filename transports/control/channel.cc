@@ -43,9 +43,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Tls
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
 }
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& server) {
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server, absl::string_view method) {
   if (s.ok()) return absl::OkStatus();
-  std::string msg = absl::StrCat("PS ", server, ": ", s.error_message(), " (gRPC ",
+  std::string msg = absl::StrCat("PS ", server, ": ", method, ": ", s.error_message(), " (gRPC ",
                                  static_cast<int>(s.error_code()), ")");
   switch (s.error_code()) {
     case grpc::StatusCode::DATA_LOSS: return absl::DataLossError(msg);

@@ -22,8 +22,9 @@ grpc::ChannelArguments PsbenchChannelArguments();
 // the control planes of grpc+verbs and grpc+mpi get the same credentials as grpc).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls);
 
-// A gRPC status as psbench's, naming the PS.
-absl::Status FromGrpc(const grpc::Status& s, const std::string& server);
+// A gRPC status as psbench's, naming the PS and the method called: "PS 10.0.0.1:5000:
+// /psbench.Raw/Push: Method not found (gRPC 12)".
+absl::Status FromGrpc(const grpc::Status& s, const std::string& server, absl::string_view method);
 inline grpc::Status ToGrpc(const absl::Status& s) {
   // gRPC's codes are absl's, number for number.
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));

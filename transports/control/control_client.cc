@@ -74,7 +74,7 @@ absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
       return absl::FailedPreconditionError(
           absl::StrCat(s.address, " answers gRPC but is not a psbench PS"));
     }
-    return FromGrpc(status, s.address);
+    return FromGrpc(status, s.address, "/psbench.wire.PsControl/GetInfo");
   }
   wire::ServerInfo& r = reply;
   ::psbench::ServerInfo out;
@@ -124,7 +124,7 @@ absl::Status ControlClient::Barrier(const std::string& name, int parties, int wo
         absl::ToChronoTime(std::min(deadline, absl::Now() + options_.connect_timeout)));
     grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
     if (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return FromGrpc(status, servers_[0].address);
+      return FromGrpc(status, servers_[0].address, "/psbench.wire.PsControl/Barrier");
     }
     if (status.ok() && reply.released()) return absl::OkStatus();
     if (absl::Now() >= deadline) {
@@ -214,7 +214,7 @@ absl::Status ControlClient::OpenSession(Ps& s) {
         "PS ", s.address, " did not admit this worker within ",
         absl::FormatDuration(connect_timeout)));
   }
-  return FromGrpc(status, s.address);
+  return FromGrpc(status, s.address, "/psbench.wire.PsControl/Session");
 }
 
 // Ends every session (the PS then frees its place) and drains their queue. Each PS first

@@ -45,9 +45,9 @@ struct Registered {
 };
 
 // An exchange's failure as the PS (or gRPC) reported it: its own code, the PS named.
-absl::Status ExchangeStatus(const grpc::Status& s, const std::string& server) {
+absl::Status ExchangeStatus(const grpc::Status& s, const std::string& server, absl::string_view method) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat("PS ", server, ": ", s.error_message()));
+                      absl::StrCat("PS ", server, ": ", method, ": ", s.error_message()));
 }
 
 // One RPC in flight. Allocated per call because gRPC contexts cannot be reused.
@@ -139,6 +139,16 @@ class GrpcClient final : public Client {
   }
 
   void Unregister(int payload) override { registered_[payload].reset(); }
+
+  // The gRPC method an operation calls in this wire mode (errors name it).
+  const char* Method(Op op) const {
+    const bool raw = options_.mode == WireMode::kNonSerialized;
+    switch (op) {
+      case Op::kEcho: return raw ? kRawEchoMethod : "/psbench.wire.PsData/Echo";
+      case Op::kPush: return raw ? kRawPushMethod : "/psbench.wire.PsData/Push";
+      default: return raw ? kRawExchangeMethod : "/psbench.wire.PsData/Exchange";
+    }
+  }
 
   // The bytes of one message carrying `p` in this wire mode, as the PS's limit counts them.
   uint64_t MessageBytes(const Payload& p, size_t raw_header_bytes) const {
@@ -338,7 +348,7 @@ class GrpcClient final : public Client {
         return ExchangeStatus(grpc::Status(call.status.error_code(),
                                            MessageLimitText(call.status,
                                                             control_.max_message_bytes(call.server))),
-                              address);
+                              address, Method(call.op));
       }
       absl::Status s = CheckExchange(call);
       if (!s.ok()) return absl::DataLossError(absl::StrCat("PS ", address, ": ", s.message()));
@@ -348,7 +358,7 @@ class GrpcClient final : public Client {
       return FromGrpc(grpc::Status(call.status.error_code(),
                                    MessageLimitText(call.status,
                                                     control_.max_message_bytes(call.server))),
-                      address);
+                      address, Method(call.op));
     }
     const Payload& p = *call.reg->payload;
     absl::Status s;
