@@ -85,7 +85,10 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int 
       if (addresses[i] || !ps.FatalOf(i)) continue;
       absl::Time until = absl::Now() + absl::Seconds(2);
       std::optional<int> status;
-      while (!(status = ps.MemberStatus(i)) && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+      // (srun and mpirun report no member's own status: their group's end says it.)
+      while (!(status = ps.MemberStatus(i)) && !ps.Poll() && absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
       ps.Stop(SIGTERM, absl::Seconds(2));
       return MemberFailure(ps, i, status.value_or(ps.FatalOf(i)->code), " before it listened");
     }

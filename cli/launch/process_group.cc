@@ -175,7 +175,7 @@ class LauncherGroup : public ProcessGroup {
   // srun and mpirun pass on a task killed by signal N as their own exit status 128 + N, as a
   // shell does (psbench's programs never exit above 2 themselves).
   std::string DescribeStatus(int status) const override {
-    if (status > 128 && status < 256) status = kKilledBySignal + status - 128;
+    if (status > 128 && status <= 128 + SIGRTMAX) status = kKilledBySignal + status - 128;
     return ChildProcess::Describe(status);
   }
 

@@ -6,6 +6,7 @@ both wire modes, with and without checksums, and the errors a PS owes a damaged 
 import random
 import struct
 import sys
+import time
 
 import grpc
 
@@ -125,13 +126,24 @@ def main():
         header = wire.parse_exchange_header(reply[0])
         expect(header["updates_applied"] == 1, f"{mode} Exchange: updates applied {header['updates_applied']}")
 
-    # --- a clean goodbye ---------------------------------------------------------------------------
-    lost = control("GetInfo", pb.InfoRequest, pb.ServerInfo)(pb.InfoRequest(), timeout=timeout).sessions_lost
+    # --- sessions: one ended with a goodbye, one without ------------------------------------------
+    get_info = control("GetInfo", pb.InfoRequest, pb.ServerInfo)
+    lost = get_info(pb.InfoRequest(), timeout=timeout).sessions_lost
     control("Goodbye", pb.GoodbyeRequest, pb.GoodbyeReply)(pb.GoodbyeRequest(session_id=first.session_id),
                                                              timeout=timeout)
     session.cancel()
-    info = control("GetInfo", pb.InfoRequest, pb.ServerInfo)(pb.InfoRequest(), timeout=timeout)
-    expect(info.sessions_lost == lost, "Goodbye: the session is not counted as lost")
+    other = channel.unary_stream("/psbench.wire.PsControl/Session",
+                                 request_serializer=pb.SessionRequest.SerializeToString,
+                                 response_deserializer=pb.SessionReply.FromString)(pb.SessionRequest())
+    next(other)
+    other.cancel()  # no goodbye: lost
+    deadline = time.monotonic() + 10
+    while get_info(pb.InfoRequest(), timeout=timeout).sessions_lost == lost and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the session with a goodbye, had it counted, would be in by now too
+    info = get_info(pb.InfoRequest(), timeout=timeout)
+    expect(info.sessions_lost == lost + 1,
+           f"sessions: the one without a goodbye is lost, the one with is not ({info.sessions_lost - lost} lost)")
     # Data calls answered without error: 4 raw and 4 serialized echoes and pushes, 4 exchanges.
     expect(info.rpcs_served == 12, f"GetInfo: {info.rpcs_served} data calls served")
 

@@ -17,7 +17,13 @@ tmp=$(mktemp -d /tmp/psbench-interop.XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    for _ in $(seq 1 50); do
+        alive=0
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.1
+    done
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -27,11 +33,13 @@ fail() { echo "run_interop: $*" >&2; exit 1; }
     fail "Debian's python3-grpcio, python3-protobuf and python3-xxhash are needed (deploy/install-deps.sh)"
 protoc --proto_path="$src/proto" --python_out="$tmp" "$src/proto/psbench.proto"
 
-# Starts a PS in the background with its output in $1; sets $address once it listens.
+# Starts a PS in the background with its output in $1; sets $address once it listens. Each
+# PS ends within 250 s even if this script is killed before its cleanup runs (ctest's
+# timeout is 300 s; the steps below are bounded to fit in it).
 start_ps() {
     local out=$1
     shift
-    "$@" > "$out" 2>&1 &
+    timeout -k 5 250 "$@" > "$out" 2>&1 &
     pids+=($!)
     address=""
     for _ in $(seq 1 300); do
@@ -45,7 +53,7 @@ start_ps() {
 
 echo "== the Python client against psbench-ps"
 start_ps "$tmp/psbench-ps.out" "$bin/psbench-ps" --listen=127.0.0.1 --port=0
-PYTHONPATH=$here timeout 120 "$py" "$here/client.py" "$tmp" "$address"
+PYTHONPATH=$here timeout 60 "$py" "$here/client.py" "$tmp" "$address"
 
 echo "== psbench-worker against the Python PS"
 start_ps "$tmp/python-ps.out" env PYTHONPATH="$here" "$py" "$here/ps.py" "$tmp"
@@ -53,7 +61,7 @@ pyps=$address
 json=$tmp/records.jsonl
 for mode in non-serialized serialized; do
     for benchmark in latency bandwidth throughput; do
-        timeout 120 "$bin/psbench-worker" --ps="$pyps" --benchmark=$benchmark --mode=$mode --validate \
+        timeout 20 "$bin/psbench-worker" --ps="$pyps" --benchmark=$benchmark --mode=$mode --validate \
             --sizes=1K:64K --warmup-iterations=2 --iterations=20 --quiet --json="$json" ||
             fail "psbench-worker --benchmark=$benchmark --mode=$mode against the Python PS failed"
     done
@@ -71,8 +79,20 @@ for r in records:
     assert r["ps_counted"][0]["rpcs"] > 0 and r["ps_counted"][0]["sessions_lost"] == 0, r["ps_counted"]
 print(f"run_interop: {len(records)} records from psbench-worker against the Python PS")
 PY
+# Two workers meet at the Python PS's barriers.
+for w in 0 1; do
+    timeout 30 "$bin/psbench-worker" --ps="$pyps" --benchmark=throughput --num-workers=2 --worker-index=$w \
+        --warmup-iterations=2 --iterations=20 --quiet --json="$tmp/pair$w.jsonl" &
+    workers[$w]=$!
+done
+for w in 0 1; do
+    wait "${workers[$w]}" || fail "worker $w of two against the Python PS failed"
+    [ -s "$tmp/pair$w.jsonl" ] || fail "worker $w of two wrote no record"
+done
+echo "run_interop: two workers met at the Python PS's barriers"
+
 # A method the PS does not serve: the worker's error names the PS and the method.
-if out=$(timeout 60 "$bin/psbench-worker" --ps="$pyps" --benchmark=updates --steps=2 --quiet 2>&1); then
+if out=$(timeout 20 "$bin/psbench-worker" --ps="$pyps" --benchmark=updates --steps=2 --quiet 2>&1); then
     fail "--benchmark=updates against a PS without Exchange succeeded"
 fi
 grep -q "PS $pyps: /psbench.Raw/Exchange: " <<<"$out" || fail "the error names neither the PS nor the method: $out"
