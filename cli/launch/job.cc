@@ -156,10 +156,6 @@ class Gatherer {
   std::vector<std::vector<Record>>& records() { return records_; }
 
  private:
-  std::string PsName(size_t i) {
-    return ps_ ? ps_->MemberName(i) : absl::StrCat("PS ", i);
-  }
-
   // A PS that exits during the run fails it, and is the cause to report (its workers fail
   // after it).
   void CheckPs() {
