@@ -1,9 +1,11 @@
 // Serialized gRPC requests (psbench.proto PayloadMessage), byte 0 picking how the rest is
-// sliced: deserialized as gRPC does for the PS (SerializationTraits), then checked as the PS
-// checks an Echo, Push or Exchange (VerifyPayloadMessage) and laid out for the exchange
-// handler (ExchangeBuffersFromMessage). The PS's checksums of an accepted message are the
-// sender's; the handler's spans are the message's buffers, writable; the message serializes
-// back to bytes that parse to the same message.
+// sliced: parsed as the PS parses them (ParseSerializedRequest: counted, bounded, then
+// deserialized), which must agree with gRPC's own deserialization (SerializationTraits) on
+// every message it accepts and on why it refuses the others; then checked as the PS checks
+// an Echo, Push or Exchange (VerifyPayloadMessage) and laid out for the exchange handler
+// (ExchangeBuffersFromMessage). The PS's checksums of an accepted message are the sender's;
+// the handler's spans are the message's buffers, writable; the message serializes back to
+// bytes that parse to the same message.
 #include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <algorithm>
@@ -24,9 +26,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string_view message(reinterpret_cast<const char*>(data) + 1, size - 1);
   grpc::ByteBuffer buffer = fuzz::Fragmented(message, data[0]);
-  wire::PayloadMessage m;
-  const grpc::Status parsed = grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&buffer, &m);
-  if (!parsed.ok()) return 0;
+  grpc::ByteBuffer copy = fuzz::Fragmented(message, data[0]);
+  wire::PayloadMessage m, reference;
+  const absl::Status parsed = ParseSerializedRequest(&buffer, &m);
+  const bool reference_ok =
+      grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&copy, &reference).ok();
+  if (parsed.code() == absl::StatusCode::kInvalidArgument) {
+    FUZZ_CHECK(!reference_ok);
+    return 0;
+  }
+  FUZZ_CHECK(reference_ok);
+  const absl::Status shape = CheckSerializedShape(message.size(), reference.buffers_size());
+  if (!parsed.ok()) {
+    FUZZ_CHECK(parsed.code() == absl::StatusCode::kResourceExhausted && !shape.ok());
+    return 0;
+  }
+  FUZZ_CHECK(shape.ok() && m.SerializeAsString() == reference.SerializeAsString());
   std::vector<uint64_t> computed;
   uint64_t bytes = 0;
   const absl::Status verified = VerifyPayloadMessage(m, &computed, &bytes);

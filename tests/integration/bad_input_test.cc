@@ -254,6 +254,10 @@ const std::vector<BadInput> kRunCases = {
     {"SerializedMessageOverMaxMessageSize", Tool::kRun,
      {"--sizes=4194300:4194300", "--max-message-size=4M", "--mode=serialized"},
      {"worker 0 (pid ", "4194305-byte message"}},
+    // A serialized message of many one-byte buffers: a PS would refuse to parse it.
+    {"SerializedPayloadOfTinyBuffers", Tool::kRun,
+     {"--buffers=20000", "--categories=S", "--small=1", "--mode=serialized"},
+     {"worker 0 (pid ", "20000 buffers in a 60000-byte serialized message would take a PS about 1.5 MiB", "--mode=non-serialized"}},
 };
 
 // psbench train takes the flags that change what is timed, and no other.

@@ -287,7 +287,21 @@ int main(int argc, char** argv) {
     bad.add_checksums(1);
     bad.add_checksums(2);
     CallAttack("serialized/checksum-count", "/psbench.wire.PsData/Push", bad.SerializeAsString(), data_want);
+    // Empty buffers are 2 bytes each on the wire and about 64 once parsed: refused after the
+    // PS counts them, before it parses them. Over the count cap, and within it but dense.
+    const grpc::StatusCode too_many =
+        transport == "grpc" ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNIMPLEMENTED;
+    psbench::wire::PayloadMessage empties;
+    for (uint32_t i = 0; i <= psbench::grpc_transport::kMaxBuffers; ++i) empties.add_buffers("");
+    std::string flood = empties.SerializeAsString();
+    if (max_message == 0 || flood.size() <= max_message) {
+      CallAttack("serialized/too-many-buffers", "/psbench.wire.PsData/Exchange", flood, too_many);
+    }
+    CallAttack("serialized/dense-empty-buffers", "/psbench.wire.PsData/Echo",
+               flood.substr(0, 2 * 50000), too_many);
   }
+  NoMessageAttack("serialized/no-message", "/psbench.wire.PsData/Push",
+                  transport == "grpc" ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::UNIMPLEMENTED);
   CallAttack("grpc/unknown-method", "/psbench.Raw/Nope", "x", grpc::StatusCode::UNIMPLEMENTED);
   // Control plane (every transport's): garbage to each service, and a goodbye for no session.
   CallAttack("control/barrier-garbage", "/psbench.wire.PsControl/Barrier", Garbage(256, 4));

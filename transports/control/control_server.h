@@ -38,7 +38,7 @@ struct DataPlane {
   std::function<std::string()> describe;
   std::function<DataCounters()> counters;
   std::vector<grpc::Service*> services;          // registered as they are (sync or async)
-  grpc::AsyncGenericService* generic = nullptr;  // gRPC's raw payload methods
+  grpc::AsyncGenericService* generic = nullptr;  // gRPC's payload methods, raw and serialized
   // Posts the data plane's async calls on each serving queue, once at start.
   std::function<void(grpc::ServerCompletionQueue*)> post;
   // First thing when the server stops, while the queues still take the calls' last events.

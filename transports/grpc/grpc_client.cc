@@ -19,6 +19,7 @@
 #include "transports/exchange.h"
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
+#include "transports/grpc/serialized_format.h"
 
 namespace psbench::grpc_transport {
 
@@ -124,9 +125,14 @@ class GrpcClient final : public Client {
     reg->header = EncodePayloadHeader(payload.sizes(),
                                       options_.validate ? &payload.checksums() : nullptr);
     // A message a PS would refuse is bad input, found before anything is sent.
-    if (absl::Status s = control_.CheckMessageFits(payload.total_bytes(), MessageBytes(payload, reg->header.size()));
-        !s.ok()) {
+    const uint64_t message_bytes = MessageBytes(payload, reg->header.size());
+    if (absl::Status s = control_.CheckMessageFits(payload.total_bytes(), message_bytes); !s.ok()) {
       return s;
+    }
+    if (options_.mode == WireMode::kSerialized) {
+      if (absl::Status s = CheckSerializedShape(message_bytes, payload.num_buffers()); !s.ok()) {
+        return absl::InvalidArgumentError(s.message());
+      }
     }
     // One slice for the header, then one per buffer pointing at the payload's own memory:
     // gRPC sends from it without copying it first.
@@ -144,9 +150,9 @@ class GrpcClient final : public Client {
   const char* Method(Op op) const {
     const bool raw = options_.mode == WireMode::kNonSerialized;
     switch (op) {
-      case Op::kEcho: return raw ? kRawEchoMethod : "/psbench.wire.PsData/Echo";
-      case Op::kPush: return raw ? kRawPushMethod : "/psbench.wire.PsData/Push";
-      default: return raw ? kRawExchangeMethod : "/psbench.wire.PsData/Exchange";
+      case Op::kEcho: return raw ? kRawEchoMethod : kSerializedEchoMethod;
+      case Op::kPush: return raw ? kRawPushMethod : kSerializedPushMethod;
+      default: return raw ? kRawExchangeMethod : kSerializedExchangeMethod;
     }
   }
 

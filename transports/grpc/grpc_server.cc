@@ -1,8 +1,8 @@
-// PS side of the gRPC transport: the raw (non-serialized) methods through the generic service
-// and the serialized methods through the generated async service, served on the control
-// server's completion-queue threads beside the control plane. Everything runs on the same
-// few threads, so no call hops between thread pools.
+// PS side of the gRPC transport: the raw (non-serialized) and serialized methods, all through
+// the generic service, served on the control server's completion-queue threads beside the
+// control plane. Everything runs on the same few threads, so no call hops between pools.
 #include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_builder.h>
 
@@ -46,11 +46,13 @@ void CorruptMessage(wire::PayloadMessage* m) {
   }
 }
 
-// Non-serialized Echo and Push, received as raw byte buffers without protobuf.
-class RawCall final : public CallData {
+// Every data method, raw and serialized, through the generic service: a serialized request
+// is counted before protobuf parses it (ParseSerializedRequest), so what it costs the PS is
+// bounded before anything is allocated for it, as the raw header's count bounds a raw one.
+class DataCall final : public CallData {
  public:
-  RawCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq,
-          Counters* counters, Exchanges* exchanges)
+  DataCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq,
+           Counters* counters, Exchanges* exchanges)
       : service_(service), cq_(cq), counters_(counters), exchanges_(exchanges),
         stream_(&context_) {
     service_->RequestCall(&context_, &stream_, cq_, cq_, this);
@@ -63,7 +65,7 @@ class RawCall final : public CallData {
           delete this;
           return;
         }
-        new RawCall(service_, cq_, counters_, exchanges_);
+        new DataCall(service_, cq_, counters_, exchanges_);
         state_ = kReading;
         stream_.Read(&request_, this);
         return;
@@ -71,10 +73,8 @@ class RawCall final : public CallData {
         if (!ok) {
           // No request message: the client half-closed without one, or went away. Either
           // way it is answered (a client still there would otherwise wait out its deadline).
-          state_ = kFinishing;
-          stream_.Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      context_.method() + ": the call ended without a request message"),
-                         this);
+          FinishWith(absl::InvalidArgumentError(
+              absl::StrCat(context_.method(), ": the call ended without a request message")));
           return;
         }
         Respond();
@@ -87,27 +87,48 @@ class RawCall final : public CallData {
 
  private:
   void Respond() {
-    state_ = kFinishing;
     const std::string& method = context_.method();
-    if (method == kRawExchangeMethod) {
-      RespondExchange();
-      return;
+    if (method == kRawEchoMethod || method == kRawPushMethod) {
+      RespondRaw(method == kRawEchoMethod);
+    } else if (method == kRawExchangeMethod) {
+      RespondRawExchange();
+    } else if (method == kSerializedEchoMethod || method == kSerializedPushMethod) {
+      RespondSerialized(method == kSerializedEchoMethod);
+    } else if (method == kSerializedExchangeMethod) {
+      RespondSerializedExchange();
+    } else {
+      FinishWith(absl::UnimplementedError("unknown method " + method));
     }
-    bool echo = method == kRawEchoMethod;
-    if (!echo && method != kRawPushMethod) {
-      stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "unknown method " + method),
-                     this);
-      return;
-    }
+  }
+
+  // Ends the call with an error (the PS's words, for whoever called).
+  void FinishWith(const absl::Status& status) {
+    state_ = kFinishing;
+    stream_.Finish(ToGrpc(status), this);
+  }
+  void FinishWithPsError(const absl::Status& status) {
+    FinishWith(absl::Status(status.code(), absl::StrCat("PS: ", status.message())));
+  }
+  // Ends the call with response_ as its reply.
+  void FinishWithResponse() {
+    state_ = kFinishing;
+    stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
+  }
+  template <typename Message>
+  void SerializeResponse(const Message& m) {
+    bool own = false;
+    (void)grpc::SerializationTraits<Message>::Serialize(m, &response_, &own);
+  }
+
+  // Non-serialized Echo and Push, read as raw byte buffers without protobuf.
+  void RespondRaw(bool echo) {
     bool corrupt = counters_->ShouldCorrupt();
     if (corrupt && !echo) request_ = CorruptedCopy(request_, HeaderBytes(request_));
     SliceReader reader(request_);
     std::vector<uint64_t> checksums;
     auto header = DecodeRawRequest(reader, &checksums);
     if (!header.ok()) {
-      stream_.Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
-                                  absl::StrCat("PS: ", header.status().message())),
-                     this);
+      FinishWithPsError(absl::DataLossError(header.status().message()));
       return;
     }
     counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
@@ -115,22 +136,22 @@ class RawCall final : public CallData {
     if (corrupt && echo) request_ = CorruptedCopy(request_, HeaderBytes(request_));
     if (echo) {
       // The reply is the request's own slices: nothing is copied.
-      stream_.WriteAndFinish(request_, grpc::WriteOptions(), grpc::Status::OK, this);
+      response_.Swap(&request_);
     } else {
       std::string ack = EncodeAck(header->payload_bytes(), checksums);
       grpc::Slice slice(ack);
       response_ = grpc::ByteBuffer(&slice, 1);
-      stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
     }
+    FinishWithResponse();
   }
 
   // The handler sees each request buffer as one span (DecodeRawExchange): the bytes of the
   // slice it arrived in when it lies in one, else a copy in pooled memory, which the reply
   // then overwrites in place. Other reply buffers get pooled memory of their own; gRPC sends
   // the reply from there (no copy), holding the block until it is done with it.
-  void RespondExchange() {
+  void RespondRawExchange() {
     if (exchanges_->hub->handler() == nullptr) {
-      stream_.Finish(ToGrpc(NoExchangeHandlerError()), this);
+      FinishWith(NoExchangeHandlerError());
       return;
     }
     // Injected faults hit an exchange before the PS checks it, as a push.
@@ -142,21 +163,11 @@ class RawCall final : public CallData {
     SliceReader reader(*request);
     absl::StatusOr<uint64_t> decoded = DecodeRawExchange(reader, *exchanges_->pool, buffers.get());
     if (!decoded.ok()) {
-      const absl::Status& status = decoded.status();
-      stream_.Finish(ToGrpc(absl::Status(status.code(), absl::StrCat("PS: ", status.message()))),
-                     this);
+      FinishWithPsError(decoded.status());
       return;
     }
-    const uint64_t bytes = *decoded;
-    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
-    // The answer may come from another thread. This call stays alive until its Finish
-    // completes, and nothing else finishes it: `this` is safe to use until then.
-    auto deliver = [this, buffers](const absl::Status& s, bool) {
-      if (!s.ok()) {
-        StartFromAnotherThread(this, [&] { stream_.Finish(ToGrpc(s), this); });
-        return;
-      }
+    Count(*decoded);
+    RunExchange(std::move(buffers), [this, buffers = buffers.get()] {
       std::vector<grpc::Slice> slices;
       slices.emplace_back(EncodePayloadHeader(
           buffers->sizes, buffers->validate ? &buffers->reply_checksums : nullptr));
@@ -166,11 +177,91 @@ class RawCall final : public CallData {
                             new std::shared_ptr<BlockPool::Block>(buffers->block));
       }
       response_ = grpc::ByteBuffer(slices.data(), slices.size());
+    });
+  }
+
+  // Serialized Echo and Push: parsed into a PayloadMessage and checked; echo answers with
+  // that message (serialized again, as a server built on protobuf would), push with an ack.
+  void RespondSerialized(bool echo) {
+    wire::PayloadMessage m;
+    if (absl::Status s = ParseSerializedRequest(&request_, &m); !s.ok()) {
+      FinishWithPsError(s);
+      return;
+    }
+    // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
+    bool corrupt = counters_->ShouldCorrupt();
+    if (corrupt && !echo) CorruptMessage(&m);
+    std::vector<uint64_t> computed;
+    uint64_t bytes;
+    if (absl::Status s = VerifyPayloadMessage(m, &computed, &bytes); !s.ok()) {
+      FinishWithPsError(s);
+      return;
+    }
+    Count(bytes);
+    if (echo) {
+      if (corrupt) CorruptMessage(&m);
+      SerializeResponse(m);
+    } else {
+      wire::AckMessage ack;
+      ack.set_bytes_received(bytes);
+      for (uint64_t c : computed) ack.add_checksums(c);
+      SerializeResponse(ack);
+    }
+    FinishWithResponse();
+  }
+
+  // Serialized Exchange. The handler's reply overwrites the request message's own strings
+  // (each buffer already contiguous there), and that message goes back.
+  void RespondSerializedExchange() {
+    if (exchanges_->hub->handler() == nullptr) {
+      FinishWith(NoExchangeHandlerError());
+      return;
+    }
+    auto m = std::make_shared<wire::PayloadMessage>();
+    if (absl::Status s = ParseSerializedRequest(&request_, m.get()); !s.ok()) {
+      FinishWithPsError(s);
+      return;
+    }
+    if (counters_->ShouldCorrupt()) CorruptMessage(m.get());
+    std::vector<uint64_t> computed;
+    uint64_t bytes;
+    if (absl::Status s = VerifyPayloadMessage(*m, &computed, &bytes); !s.ok()) {
+      FinishWithPsError(s);
+      return;
+    }
+    Count(bytes);
+    auto buffers = std::make_shared<ExchangeBuffers>();
+    buffers->keep = m;
+    ExchangeBuffersFromMessage(*m, buffers.get());
+    RunExchange(std::move(buffers), [this, m = m.get(), buffers = buffers.get()] {
+      m->clear_checksums();
+      for (uint64_t c : buffers->reply_checksums) m->add_checksums(c);
+      SerializeResponse(*m);
+    });
+  }
+
+  void Count(uint64_t bytes) {
+    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
+  // Hands an exchange to the handler; its answer, perhaps from another thread, finishes the
+  // call: `reply` fills response_ from the buffers once the handler wrote them. This call
+  // stays alive until its Finish completes and nothing else finishes it, so `this` is safe
+  // to use until then; from Run on, the call may finish (and be deleted) on another thread.
+  template <typename Reply>
+  void RunExchange(std::shared_ptr<ExchangeBuffers> buffers, Reply reply) {
+    state_ = kFinishing;
+    auto deliver = [this, keep = buffers, reply = std::move(reply)](const absl::Status& s, bool) {
+      if (!s.ok()) {
+        StartFromAnotherThread(this, [&] { stream_.Finish(ToGrpc(s), this); });
+        return;
+      }
+      reply();
       StartFromAnotherThread(this, [&] {
         stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
       });
     };
-    // From here on the call may finish (and be deleted) on another thread: no member access.
     if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
       stream_.Finish(ToGrpc(ExchangeCancelledError()), this);
     }
@@ -198,123 +289,6 @@ class RawCall final : public CallData {
   State state_ = kRequested;
 };
 
-// Serialized Echo and Push: one state machine, differing only in the reply.
-template <typename Reply, auto kRequestMethod>
-class SerializedCall final : public CallData {
- public:
-  SerializedCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
-                 Counters* counters)
-      : service_(service), cq_(cq), counters_(counters), responder_(&context_) {
-    (service_->*kRequestMethod)(&context_, &request_, &responder_, cq_, cq_, this);
-  }
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new SerializedCall(service_, cq_, counters_);
-    done_ = true;
-    constexpr bool kEcho = std::is_same_v<Reply, wire::PayloadMessage>;
-    // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
-    bool corrupt = counters_->ShouldCorrupt();
-    if (corrupt && !kEcho) CorruptMessage(&request_);
-    std::vector<uint64_t> computed;
-    uint64_t bytes;
-    absl::Status s = VerifyPayloadMessage(request_, &computed, &bytes);
-    if (corrupt && kEcho) CorruptMessage(&request_);
-    if (!s.ok()) {
-      responder_.FinishWithError(
-          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
-      return;
-    }
-    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
-    if constexpr (kEcho) {
-      responder_.Finish(request_, grpc::Status::OK, this);
-    } else {
-      reply_.set_bytes_received(bytes);
-      for (uint64_t c : computed) reply_.add_checksums(c);
-      responder_.Finish(reply_, grpc::Status::OK, this);
-    }
-  }
-
- private:
-  wire::PsData::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Counters* counters_;
-  grpc::ServerContext context_;
-  wire::PayloadMessage request_;
-  Reply reply_;
-  grpc::ServerAsyncResponseWriter<Reply> responder_;
-  bool done_ = false;
-};
-using SerializedEchoCall =
-    SerializedCall<wire::PayloadMessage, &wire::PsData::AsyncService::RequestEcho>;
-using SerializedPushCall =
-    SerializedCall<wire::AckMessage, &wire::PsData::AsyncService::RequestPush>;
-
-// Serialized Exchange. The handler's reply overwrites the request message's own strings
-// (each buffer already contiguous there), and that message goes back.
-class SerializedExchangeCall final : public CallData {
- public:
-  SerializedExchangeCall(wire::PsData::AsyncService* service, grpc::ServerCompletionQueue* cq,
-                         Counters* counters, Exchanges* exchanges)
-      : service_(service), cq_(cq), counters_(counters), exchanges_(exchanges),
-        request_(std::make_shared<wire::PayloadMessage>()), responder_(&context_) {
-    service_->RequestExchange(&context_, request_.get(), &responder_, cq_, cq_, this);
-  }
-
-  void Proceed(bool ok) override {
-    if (!ok || done_) {
-      delete this;
-      return;
-    }
-    new SerializedExchangeCall(service_, cq_, counters_, exchanges_);
-    done_ = true;
-    if (exchanges_->hub->handler() == nullptr) {
-      responder_.FinishWithError(ToGrpc(NoExchangeHandlerError()), this);
-      return;
-    }
-    wire::PayloadMessage& m = *request_;
-    if (counters_->ShouldCorrupt()) CorruptMessage(&m);
-    std::vector<uint64_t> computed;
-    uint64_t bytes;
-    if (absl::Status s = VerifyPayloadMessage(m, &computed, &bytes); !s.ok()) {
-      responder_.FinishWithError(
-          grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("PS: ", s.message())), this);
-      return;
-    }
-    counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
-    auto buffers = std::make_shared<ExchangeBuffers>();
-    buffers->keep = request_;
-    ExchangeBuffersFromMessage(m, buffers.get());
-    // See RawCall::RespondExchange: `this` lives until its Finish completes.
-    auto deliver = [this, buffers](const absl::Status& s, bool) {
-      if (!s.ok()) {
-        StartFromAnotherThread(this, [&] { responder_.FinishWithError(ToGrpc(s), this); });
-        return;
-      }
-      request_->clear_checksums();
-      for (uint64_t c : buffers->reply_checksums) request_->add_checksums(c);
-      StartFromAnotherThread(this, [&] { responder_.Finish(*request_, grpc::Status::OK, this); });
-    };
-    if (!exchanges_->hub->Run(std::move(buffers), std::move(deliver))) {
-      responder_.FinishWithError(ToGrpc(ExchangeCancelledError()), this);
-    }
-  }
-
- private:
-  wire::PsData::AsyncService* service_;
-  grpc::ServerCompletionQueue* cq_;
-  Counters* counters_;
-  Exchanges* exchanges_;
-  grpc::ServerContext context_;
-  std::shared_ptr<wire::PayloadMessage> request_;  // shared with the handler's `done`
-  grpc::ServerAsyncResponseWriter<wire::PayloadMessage> responder_;
-  bool done_ = false;
-};
-
 // gRPC's data plane on the PS's gRPC server: its services and calls, its counters, and the
 // exchanges it serves; the server (control_) serves them beside the control plane.
 class GrpcServer final : public Server {
@@ -329,16 +303,10 @@ class GrpcServer final : public Server {
     data_plane.counters = [this] {
       return control::DataCounters{counters_.rpcs.load(), counters_.bytes.load()};
     };
-    data_plane.generic = &raw_service_;
-    data_plane.services = {&data_service_};
+    data_plane.generic = &data_service_;
     data_plane.post = [this](grpc::ServerCompletionQueue* cq) {
       // Several calls of each kind are posted per queue so a burst never waits for a post.
-      for (int i = 0; i < 4; ++i) {
-        new RawCall(&raw_service_, cq, &counters_, &exchanges_);
-        new SerializedEchoCall(&data_service_, cq, &counters_);
-        new SerializedPushCall(&data_service_, cq, &counters_);
-        new SerializedExchangeCall(&data_service_, cq, &counters_, &exchanges_);
-      }
+      for (int i = 0; i < 16; ++i) new DataCall(&data_service_, cq, &counters_, &exchanges_);
     };
     // Later answers from the handler do nothing; what it still holds fails now.
     data_plane.on_stop = [this] { exchanges_.hub->Close(ExchangeCancelledError()); };
@@ -353,8 +321,7 @@ class GrpcServer final : public Server {
   void Shutdown() override { control_->Shutdown(); }
 
  private:
-  grpc::AsyncGenericService raw_service_;
-  wire::PsData::AsyncService data_service_;
+  grpc::AsyncGenericService data_service_;
   Counters counters_;
   Exchanges exchanges_;
   std::unique_ptr<control::ControlServer> control_;

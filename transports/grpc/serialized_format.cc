@@ -1,12 +1,74 @@
 #include "transports/grpc/serialized_format.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include <span>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "payloads/payload.h"
+#include "payloads/size.h"
 #include "transports/grpc/raw_format.h"
 
 namespace psbench::grpc_transport {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+// The `buffers` elements of a serialized message, counted in its received slices: every
+// field is skipped, not copied, so a message of a million empty buffers costs nothing here.
+absl::StatusOr<uint64_t> CountBuffers(grpc::ByteBuffer* message) {
+  grpc::ProtoBufferReader reader(message);
+  if (!reader.status().ok()) return absl::InvalidArgumentError("the request could not be read");
+  google::protobuf::io::CodedInputStream in(&reader);
+  constexpr uint32_t kBufferTag = WireFormatLite::MakeTag(
+      wire::PayloadMessage::kBuffersFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  uint64_t buffers = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    if (tag == kBufferTag) ++buffers;
+    if (!WireFormatLite::SkipField(&in, tag)) break;
+  }
+  // ReadTag gives 0 both at the end of the message and on a malformed tag.
+  if (!in.ConsumedEntireMessage()) {
+    return absl::InvalidArgumentError("the request is not a PayloadMessage (malformed protobuf)");
+  }
+  return buffers;
+}
+
+}  // namespace
+
+absl::Status CheckSerializedShape(uint64_t message_bytes, uint64_t buffers) {
+  if (buffers > kMaxBuffers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        buffers, " buffers in one message, over the ", kMaxBuffers, " a PS accepts"));
+  }
+  const uint64_t parsed = 2 * message_bytes + kParsedBytesPerBuffer * buffers;
+  if (parsed > kParsedWireMultiple * message_bytes + kParsedAllowance) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        buffers, " buffers in a ", message_bytes, "-byte serialized message would take a PS about ",
+        absl::StrFormat("%.1f MiB", parsed / 1048576.0), " to parse, over ", kParsedWireMultiple,
+        " times the message plus ",
+        FormatSize(kParsedAllowance), "; send fewer, larger buffers, or --mode=non-serialized"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSerializedRequest(grpc::ByteBuffer* message, wire::PayloadMessage* m) {
+  absl::StatusOr<uint64_t> buffers = CountBuffers(message);
+  if (!buffers.ok()) return buffers.status();
+  if (absl::Status s = CheckSerializedShape(message->Length(), *buffers); !s.ok()) return s;
+  grpc::Status parsed = grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(message, m);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a PayloadMessage (", parsed.error_message(), ")"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status VerifyPayloadMessage(const wire::PayloadMessage& m, std::vector<uint64_t>* computed,
                                   uint64_t* bytes) {
