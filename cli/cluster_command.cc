@@ -152,14 +152,12 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   std::string json_path = JsonFlag();
   CheckOutputsOrDie(kProgram, json_path);
 
-  char tmpl[] = "/tmp/psbench-cluster-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) Die(kProgram, "cannot create a temporary directory", kExitRuntime);
-  static std::string work_dir;  // removed at exit, however psbench exits
-  work_dir = tmpl;
-  std::atexit([] {
-    std::error_code ec;
-    fs::remove_all(work_dir, ec);
-  });
+  // Removed at exit, however psbench exits (a static's destructor), or by the next psbench.
+  static std::unique_ptr<ScratchDir> scratch;
+  auto made = ScratchDir::Create("cluster");
+  if (!made.ok()) Die(kProgram, made.status(), kExitRuntime);
+  scratch = *std::move(made);
+  const std::string work_dir = scratch->path();
   std::shared_ptr<Launcher> launcher = MakeLauncher(command, work_dir);
   FitToSlots(*options, *launcher, *scenario, work_dir);
 

@@ -207,7 +207,7 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 
 // Runs every scenario under every entry, entry by entry (fresh processes for each run), then
 // prints the comparison and appends its records. Stops at the first failed run: prints what
-// completed, names the entry on stderr and returns 1 (130 when interrupted).
+// completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
                   const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
                   const std::string& json_path, const std::vector<std::string>& command) {

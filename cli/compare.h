@@ -35,7 +35,7 @@ using RunOne = std::function<absl::StatusOr<std::vector<Record>>(const Scenario&
 
 // Runs every scenario under every entry, entry by entry, then prints the comparison and
 // appends its records (and every run's) to `json_path`. Stops at the first failed run:
-// prints what completed, names the entry on stderr and returns 1 (130 when interrupted).
+// prints what completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
                   const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
                   const std::string& json_path, const std::vector<std::string>& command);

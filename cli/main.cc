@@ -13,6 +13,7 @@
 #include "bench/cli.h"
 #include "cli/cluster_command.h"
 #include "cli/launch/process.h"
+#include "cli/launch/scratch.h"
 #include "cli/report/report_command.h"
 #include "cli/run_command.h"
 #include "cli/train_command.h"
@@ -39,6 +40,8 @@ std::filesystem::path BinDir() {
 
 int Dispatch(int argc, char** argv) {
   const std::string_view command = argc > 1 ? argv[1] : "";
+  // What a psbench killed with SIGKILL left in $TMPDIR goes now.
+  SweepStaleScratch();
   if (command == "run") return RunRunCommand(argc, argv, BinDir().string());
   if (IsClusterCommand(std::string(command))) return RunClusterCommand(argc, argv, BinDir().string());
   if (command == "train") return RunTrainCommand(argc, argv);

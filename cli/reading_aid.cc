@@ -15,6 +15,7 @@
 #include "bench/sysinfo.h"
 #include "bench/table.h"
 #include "cli/launch/process.h"
+#include "cli/launch/scratch.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -57,11 +58,9 @@ absl::StatusOr<std::vector<Record>> RunFloor(const LaunchOptions& o, const Floor
     return absl::UnavailableError(absl::StrCat(floor.binary, " did not start listening"));
   }
   const std::string address = line->substr(13);
-  char tmpl[] = "/tmp/psbench-floor.XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd < 0) return absl::InternalError("cannot create a temporary file for the floors");
-  close(fd);
-  const std::string out = tmpl;
+  auto scratch = ScratchDir::Create("floor");
+  if (!scratch.ok()) return scratch.status();
+  const std::string out = (*scratch)->path() + "/record.jsonl";
   std::vector<Record> records;
   absl::Status failure;
   for (uint64_t bytes : sizes) {
@@ -104,7 +103,6 @@ absl::StatusOr<std::vector<Record>> RunFloor(const LaunchOptions& o, const Floor
     }
     if (!failure.ok()) break;
   }
-  std::remove(out.c_str());
   server->Stop(SIGTERM, absl::Seconds(5));
   if (!failure.ok()) return failure;
   return records;

@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int 
   int known = 0;
   const absl::Duration wait = deadline - absl::Now();
   while (known < num_ps) {
-    if (Interrupted()) return absl::CancelledError("interrupted");
+    if (Interrupted()) return InterruptedError();
     // A PS that gave up (its last words read) fails the start now, while the others listen.
     for (int i = 0; i < num_ps; ++i) {
       if (addresses[i] || !ps.FatalOf(i)) continue;
@@ -133,7 +133,7 @@ class Gatherer {
   // Reads until every worker's stdout has closed, or the run fails.
   absl::Status Run() {
     while (failure_.ok()) {
-      if (Interrupted()) return failure_ = absl::CancelledError("interrupted");
+      if (Interrupted()) return failure_ = InterruptedError();
       if (absl::Now() > deadline_) {
         return failure_ = absl::DeadlineExceededError(absl::StrCat(
                    "the run did not finish within ", absl::FormatDuration(budget_), " (see --timeout)"));

@@ -12,21 +12,30 @@
 namespace psbench {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void OnSignal(int) { g_interrupted = true; }
+// The first stopping signal, 0 before any.
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+}
 
 }  // namespace
 
 void StopOnSignals() {
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
+  // SIGHUP too: a closed terminal or a dropped ssh session stops the run as cleanly.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, OnSignal);
   signal(SIGPIPE, SIG_IGN);
 }
 
-bool Interrupted() { return g_interrupted; }
+bool Interrupted() { return g_signal != 0; }
+
+absl::Status InterruptedError() {
+  const char* name = sigabbrev_np(g_signal);
+  return absl::CancelledError(absl::StrCat("interrupted by SIG", name != nullptr ? name : "?"));
+}
 
 int FailedRunExitCode(const absl::Status& failure) {
-  if (Interrupted()) return 130;
+  if (Interrupted()) return 128 + g_signal;
   return ExitCodeFor(failure);
 }
 

@@ -15,12 +15,15 @@
 
 namespace psbench {
 
-// SIGINT and SIGTERM set a flag the launcher polls (Interrupted()) so that it stops its
-// processes itself; SIGPIPE is ignored.
+// SIGINT, SIGTERM and SIGHUP set a flag the launcher polls (Interrupted()) so that it stops
+// its processes itself; SIGPIPE is ignored.
 void StopOnSignals();
 bool Interrupted();
+// CANCELLED "interrupted by SIGTERM", naming the first signal.
+absl::Status InterruptedError();
 
-// The exit status of a command whose run failed with `failure`: 130 when interrupted,
+// The exit status of a command whose run failed with `failure`: 128 + the signal when
+// interrupted (130 for SIGINT),
 // kExitUsage for bad input (INVALID_ARGUMENT, also when a PS or worker found it), else
 // kExitRuntime.
 int FailedRunExitCode(const absl::Status& failure);

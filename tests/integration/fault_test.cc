@@ -409,14 +409,55 @@ TEST_P(RunSignalTest, RunStopsPromptlyAndCleansUp) {
       StartDriver({"--benchmark=bandwidth", "--warmup=0s", "--duration=20s"}, &d));
   auto signalled = Clock::now();
   d.run->Signal(GetParam());
-  ExpectDriverFailedCleanly(d, signalled, 10);
-  EXPECT_NE(d.run->Stderr().find("interrupted"), std::string::npos) << d.run->Stderr();
+  int status = 0;
+  ExpectDriverFailedCleanly(d, signalled, 10, &status);
+  EXPECT_EQ(status, 128 + GetParam()) << "128 + the signal, as a shell reports it";
+  const std::string name = std::string("SIG") + sigabbrev_np(GetParam());
+  EXPECT_NE(d.run->Stderr().find("interrupted by " + name), std::string::npos) << d.run->Stderr();
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, RunSignalTest, ::testing::Values(SIGTERM, SIGINT),
-                         [](const auto& info) {
-                           return std::string(info.param == SIGTERM ? "SIGTERM" : "SIGINT");
-                         });
+INSTANTIATE_TEST_SUITE_P(Signals, RunSignalTest, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
+                         [](const auto& info) { return std::string("SIG") + sigabbrev_np(info.param); });
+
+// SIGKILL cannot be caught. What psbench run started dies with it (the kernel sends each child
+// SIGTERM), and the scratch directory it held (here the floors' of the tour's reading aid)
+// is removed by the next psbench, whatever it runs.
+class RunKilledTest : public IntegrationTest {};
+
+TEST_F(RunKilledTest, LeavesNothingTheNextPsbenchKeeps) {
+  TempDir tmpdir;
+  const char* old = getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", tmpdir.path().c_str(), 1);
+  auto run = std::make_unique<Process>(RunArgv({"--warmup=0s", "--duration=0.3s"}));
+  std::string scratch;
+  for (auto deadline = Clock::now() + seconds(60); scratch.empty() && Clock::now() < deadline;) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(tmpdir.path(), ec)) {
+      if (e.path().filename().string().rfind("psbench-scratch-floor.", 0) == 0) scratch = e.path();
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(scratch.empty()) << "the tour never ran its floors: " << run->Stderr();
+  const std::vector<ProcInfo> children = ChildrenOf(run->pid());
+  EXPECT_FALSE(children.empty()) << "a floor runs";
+  run->Signal(SIGKILL);
+  EXPECT_EQ(run->Wait(seconds(5)), 128 + SIGKILL);
+  for (const ProcInfo& c : children) {
+    auto deadline = Clock::now() + seconds(10);
+    while (Alive(c.pid) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    EXPECT_FALSE(Alive(c.pid)) << c.comm << " (pid " << c.pid << ") outlived psbench";
+  }
+  EXPECT_TRUE(std::filesystem::exists(scratch)) << "SIGKILL leaves it, until the next psbench";
+  RunResult next = RunCommand({BinPath("psbench"), "--help"}, seconds(10));
+  EXPECT_EQ(next.exit_code, 0) << next.Describe();
+  EXPECT_FALSE(std::filesystem::exists(scratch)) << scratch;
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+}
 
 }  // namespace
 }  // namespace psbench::testing
