@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <thread>
 #include <cstdio>
@@ -175,7 +176,14 @@ void Die(absl::string_view program, const absl::Status& status, int code) {
   Die(program, status.message(), code);
 }
 
+namespace {
+std::atomic<void (*)()> g_die_hook{nullptr};
+}  // namespace
+
+void SetDieHook(void (*hook)()) { g_die_hook = hook; }
+
 void Die(absl::string_view program, absl::string_view message, int code) {
+  if (void (*hook)() = g_die_hook.exchange(nullptr)) hook();
   if (absl::GetFlag(FLAGS_fatal_line)) {
     // One line, whatever the message holds: the launcher reads it back as one.
     std::string line(message);

@@ -66,6 +66,9 @@ inline constexpr char kFatalLinePrefix[] = "#fatal ";
 // "#fatal <code> <message>" on stdout instead.
 [[noreturn]] void Die(absl::string_view program, const absl::Status& status, int code);
 [[noreturn]] void Die(absl::string_view program, absl::string_view message, int code);
+// Has Die run `hook` first (one hook per process; nullptr for none): what an exit without
+// destructors would leave behind, such as a temporary directory.
+void SetDieHook(void (*hook)());
 
 }  // namespace psbench
 

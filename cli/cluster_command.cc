@@ -95,20 +95,14 @@ std::shared_ptr<Launcher> MakeLauncher(const std::string& command, const std::st
       launcher = MakeMpirunLauncher(*std::move(slots), MpirunFlag(), MpirunArgsFlag());
     }
   }
-  if (!launcher.ok()) {
-    fs::remove_all(work_dir);
-    Die(kProgram, launcher.status(), kExitUsage);
-  }
+  if (!launcher.ok()) Die(kProgram, launcher.status(), kExitUsage);
   return *std::move(launcher);
 }
 
 // PS and workers per slot: --num-workers, else every slot after the PS (one for a
 // point-to-point benchmark).
-void FitToSlots(LaunchOptions& o, const Launcher& launcher, const Scenario& s, const std::string& work_dir) {
-  auto usage_error = [&](const std::string& message) {
-    fs::remove_all(work_dir);
-    Die(kProgram, message, kExitUsage);
-  };
+void FitToSlots(LaunchOptions& o, const Launcher& launcher, const Scenario& s) {
+  auto usage_error = [&](const std::string& message) { Die(kProgram, message, kExitUsage); };
   const int slots = static_cast<int>(launcher.slots().size());
   const bool point_to_point = FlagWasSet("benchmark") && !FlagWasSet("trainer") &&
                               !EveryWorkerToEveryPs(s.benchmark);
@@ -152,14 +146,16 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   std::string json_path = JsonFlag();
   CheckOutputsOrDie(kProgram, json_path);
 
-  // Removed at exit, however psbench exits (a static's destructor), or by the next psbench.
+  // Removed at exit (a static's destructor), when psbench dies (Die's hook), or, after a
+  // SIGKILL, by the next psbench.
   static std::unique_ptr<ScratchDir> scratch;
   auto made = ScratchDir::Create("cluster");
   if (!made.ok()) Die(kProgram, made.status(), kExitRuntime);
   scratch = *std::move(made);
+  SetDieHook([] { scratch.reset(); });
   const std::string work_dir = scratch->path();
   std::shared_ptr<Launcher> launcher = MakeLauncher(command, work_dir);
-  FitToSlots(*options, *launcher, *scenario, work_dir);
+  FitToSlots(*options, *launcher, *scenario);
 
   Session session;
   session.name = command;
@@ -167,14 +163,17 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   session.json_path = json_path;
   session.launcher = launcher;
   if (launcher->StartsMpiJobs()) session.job_launcher = launcher;
-  const LaunchOptions& o = session.options;
-  const auto& slots = launcher->slots();
-  fmt::print("# psbench {}: {} PS on {} | {} workers on {}{}\n", command, o.num_ps,
-             absl::StrJoin(std::vector<std::string>(slots.begin(), slots.begin() + o.num_ps), ","),
-             o.num_workers,
-             absl::StrJoin(std::vector<std::string>(slots.begin() + o.num_ps, slots.begin() + o.num_ps + o.num_workers), ","),
-             iface.empty() ? std::string() : " | PS on " + iface);
-  std::fflush(stdout);
+  // Printed once the session has checked everything (bad input prints nothing on stdout).
+  session.announce = [&session, command, iface] {
+    const LaunchOptions& o = session.options;
+    const auto& slots = session.launcher->slots();
+    fmt::print("# psbench {}: {} PS on {} | {} workers on {}{}\n", command, o.num_ps,
+               absl::StrJoin(std::vector<std::string>(slots.begin(), slots.begin() + o.num_ps), ","),
+               o.num_workers,
+               absl::StrJoin(std::vector<std::string>(slots.begin() + o.num_ps, slots.begin() + o.num_ps + o.num_workers), ","),
+               iface.empty() ? std::string() : " | PS on " + iface);
+    std::fflush(stdout);
+  };
   return RunSession(session, *scenario);
 }
 

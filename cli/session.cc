@@ -129,6 +129,11 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
 
 }  // namespace
 
+void Session::Begin() {
+  StopOnSignals();
+  if (announce) announce();
+}
+
 Launcher* Session::LauncherFor(const std::string& transport) const {
   return TransportLaunchesAsJob(transport) ? job_launcher.get() : launcher.get();
 }
@@ -198,7 +203,7 @@ int RunSession(Session& session, Scenario base) {
   }
   auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes);
   if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
-  StopOnSignals();
+  session.Begin();
   if (tour) {
     fmt::print("# psbench default tour: {} runs{}, warm-up {} + {} each; throughput {} workers x {} PS\n{}",
                runs.size() * std::max<size_t>(compare.size(), 1),

@@ -5,6 +5,7 @@
 #ifndef PSBENCH_CLI_SESSION_H_
 #define PSBENCH_CLI_SESSION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ struct Session {
 
   // The launcher a transport needs (null: none of this command's can start it).
   Launcher* LauncherFor(const std::string& transport) const;
+  // Called once what the flags ask for has been checked, before anything starts: the
+  // command's header line.
+  std::function<void()> announce;
+
+  // Everything is checked: signals now stop the run cleanly (StopOnSignals), and the
+  // command announces itself.
+  void Begin();
   // One run of `s` with fresh processes: its records, stamped (see RunJob).
   absl::StatusOr<std::vector<Record>> Run(const Scenario& s, size_t plans, int number,
                                           std::vector<Record>* survivors = nullptr);

@@ -53,7 +53,7 @@ int RunTraining(Session& session, Scenario s) {
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
   o.training = true;
   o.worker_args = TrainerWorkerArgs(*settings);
-  StopOnSignals();
+  session.Begin();
   fmt::print("# psbench training: {} batch {} per worker, {} workers x {} PS over {}, {} SGD, "
              "{} steps after {} warm-up, tls {}\n",
              settings->model, settings->batch, o.num_workers, o.num_ps,
@@ -114,7 +114,7 @@ int RunUpdates(Session& session, Scenario s) {
   }
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
   o.worker_args = UpdatesWorkerArgs(*settings);
-  StopOnSignals();
+  session.Begin();
   fmt::print("# psbench updates (no lost update): {} workers x {} PS over {}, {} SGD, {} steps, "
              "model {} ({} tensors), seed {}, tls {}\n",
              o.num_workers, o.num_ps, TransportWithMode(s.transport, s.mode),

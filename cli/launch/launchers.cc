@@ -519,8 +519,8 @@ std::unique_ptr<Launcher> MakeLocalLauncher(int slots) { return std::make_unique
 
 absl::StatusOr<std::unique_ptr<Launcher>> MakeSshLauncher(std::vector<std::string> slots,
                                                                   const std::string& ssh) {
+  if (absl::Status s = CheckProgramFlag("ssh", ssh, "give the ssh client command"); !s.ok()) return s;
   std::vector<std::string> command = absl::StrSplit(ssh, ' ', absl::SkipEmpty());
-  if (command.empty()) return absl::InvalidArgumentError("--ssh is empty; give the ssh client command");
   return std::make_unique<SshLauncher>(std::move(slots), std::move(command));
 }
 
@@ -533,6 +533,7 @@ absl::StatusOr<std::unique_ptr<Launcher>> MakeSlurmLauncher(
         "psbench slurm runs inside a Slurm allocation (no SLURM_JOB_ID here): submit "
         "deploy/slurm/psbench.sbatch with sbatch, or run it under salloc");
   }
+  if (absl::Status s = CheckProgramFlag("srun", srun, "give Slurm's srun command"); !s.ok()) return s;
   // scontrol expands "node[01-03]" the way Slurm itself does.
   auto expanded = Capture({"scontrol", "show", "hostnames", nodelist});
   if (!expanded.ok()) {
@@ -559,6 +560,10 @@ absl::StatusOr<std::unique_ptr<Launcher>> MakeSlurmLauncher(
 absl::StatusOr<std::unique_ptr<Launcher>> MakeMpirunLauncher(
     std::vector<std::string> slots, const std::string& mpirun,
     const std::vector<std::string>& mpirun_args) {
+  if (absl::Status s = CheckProgramFlag("mpirun", mpirun, "install openmpi-bin, or give --mpirun=PATH");
+      !s.ok()) {
+    return s;
+  }
   return std::make_unique<MpirunLauncher>(std::move(slots), mpirun, mpirun_args);
 }
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace psbench {
 
@@ -218,6 +220,36 @@ int ReapOrphans(absl::Duration grace) {
     }
     absl::SleepFor(absl::Milliseconds(2));
   }
+}
+
+absl::Status CheckProgramFlag(const std::string& flag, const std::string& command,
+                              const std::string& hint) {
+  std::vector<std::string> words = absl::StrSplit(command, ' ', absl::SkipEmpty());
+  if (words.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty; ", hint));
+  }
+  auto runnable = [](const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+  };
+  const std::string& program = words[0];
+  bool found = false;
+  if (program.find('/') != std::string::npos) {
+    found = runnable(program);
+  } else if (const char* path = getenv("PATH")) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      if (runnable(absl::StrCat(dir, "/", program))) {
+        found = true;
+        break;
+      }
+    }
+  }
+  if (found) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", command, ": ", program,
+                                                 program.find('/') != std::string::npos
+                                                     ? " is not an executable file"
+                                                     : " is not on $PATH",
+                                                 "; ", hint));
 }
 
 }  // namespace psbench

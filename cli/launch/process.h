@@ -78,6 +78,12 @@ void AdoptOrphans();
 // Returns how many were reaped.
 int ReapOrphans(absl::Duration grace);
 
+// OK when the command a launcher flag names (its first word) can be run here: a path to an
+// executable file, or a name found on $PATH; else INVALID_ARGUMENT naming the flag, e.g.
+// "--mpirun=/opt/mpi/bin/mpirun: no such program (hint)".
+absl::Status CheckProgramFlag(const std::string& flag, const std::string& command,
+                              const std::string& hint);
+
 }  // namespace psbench
 
 #endif  // PSBENCH_CLI_LAUNCH_PROCESS_H_

@@ -179,6 +179,16 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   if (FlagWasSet("markdown") && markdown.empty()) Die(kReportProgram, "--markdown needs a file name", kExitUsage);
   const std::string csv = absl::GetFlag(FLAGS_csv);
   if (FlagWasSet("csv") && csv.empty()) Die(kReportProgram, "--csv needs a file name", kExitUsage);
+  // A file given twice would count its records twice.
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (fs::equivalent(files[j], files[i], ec)) {
+        Die(kReportProgram, absl::StrCat("report inputs '", files[j], "' and '", files[i],
+                                         "' are the same file; give each once"), kExitUsage);
+      }
+    }
+  }
   // An output must not replace what it is made from.
   std::vector<NamedPath> inputs;
   for (const std::string& in : files) inputs.push_back({"the report input", in});

@@ -1,6 +1,8 @@
-// Bad input: every binary refuses it before doing anything, with exit status 2 and exactly
-// one line on stderr that names the problem.
+// Bad input: every binary and every psbench command refuses it before doing anything, with
+// exit status 2 and exactly one line on stderr that names the problem, within a bound, and
+// leaves nothing behind: no process (the test reaps every orphan) and nothing in $TMPDIR.
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,21 +16,33 @@
 namespace psbench::testing {
 namespace {
 
-enum class Tool { kWorker, kRun, kPs, kTrain };
+enum class Tool { kWorker, kRun, kPs, kTrain, kSsh, kMpirun, kSlurm, kReport };
 
 struct BadInput {
   std::string name;                   // test name suffix
   Tool tool;
   Argv args;                          // "$DIR" stands for the test's temporary directory
   std::vector<std::string> keywords;  // the stderr line must contain every one ("$DIR" too)
+  std::string program = "";           // the line's prefix, when not the tool's own
 };
+
+const char* ToolName(Tool tool) {
+  switch (tool) {
+    case Tool::kWorker: return "psbench-worker";
+    case Tool::kRun: return "psbench run";
+    case Tool::kTrain: return "psbench train";
+    case Tool::kSsh: return "psbench ssh";
+    case Tool::kMpirun: return "psbench mpirun";
+    case Tool::kSlurm: return "psbench slurm";
+    case Tool::kReport: return "psbench report";
+    case Tool::kPs: break;
+  }
+  return "psbench-ps";
+}
 
 // How gtest shows a case (also in ctest's test names): the tool and its flags.
 void PrintTo(const BadInput& c, std::ostream* os) {
-  *os << (c.tool == Tool::kWorker  ? "psbench-worker"
-          : c.tool == Tool::kRun   ? "psbench run"
-          : c.tool == Tool::kTrain ? "psbench train"
-                                   : "psbench-ps");
+  *os << ToolName(c.tool);
   for (std::string a : c.args) {
     for (size_t at; (at = a.find("$DIR/")) != std::string::npos;) a.erase(at, 5);
     *os << " " << a;
@@ -66,11 +80,36 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("huge.json", "[2147483648]");
     tmp_.Write("valid.json", "[10, 1024]");
     tmp_.Write("two-mib.json", "[[1048576], [1048576]]");
+    tmp_.Write("hosts", "127.0.0.1 slots=4\n");
+    tmp_.Write("one-host", "127.0.0.1\n");
+    tmp_.Write("empty-hosts", "# nothing here\n");
+    tmp_.Write("bad-slots", "node1 slots=x\n");
+    tmp_.Write("zero-slots", "node1 slots=0\n");
+    tmp_.Write("huge-slots", "node1 slots=5000\n");
+    tmp_.Write("two-words", "node1 node2\n");
+    tmp_.Write("records.jsonl", "{\"kind\": \"latency\"}\n");
+    tmp_.Write("not-json.jsonl", "hello\n");
+    tmp_.Write("empty.jsonl", "");
+    tmp_.Write("not-executable", "#!/bin/sh\n");
     // A FIFO with no writer: reading it would wait forever.
     ASSERT_EQ(::mkfifo((tmp_.path() + "/fifo.json").c_str(), 0600), 0);
+    // Whatever the command writes to $TMPDIR lands here, and must be gone when it exits.
+    ASSERT_EQ(::mkdir(scratch_.c_str(), 0700), 0);
+    if (const char* old = getenv("TMPDIR")) saved_tmpdir_ = old;
+    setenv("TMPDIR", scratch_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (saved_tmpdir_) {
+      setenv("TMPDIR", saved_tmpdir_->c_str(), 1);
+    } else {
+      unsetenv("TMPDIR");
+    }
+    IntegrationTest::TearDown();
   }
 
   TempDir tmp_;
+  const std::string scratch_ = tmp_.path() + "/tmpdir";
+  std::optional<std::string> saved_tmpdir_;
   // Where a worker would connect if it wrongly accepted the input: refused, so such a bug
   // shows up as the wrong message, not as a hang.
   ClosedPort nobody_;
@@ -98,11 +137,33 @@ TEST_P(BadInputTest, ExitsTwoWithOneLineNamingTheProblem) {
       program = "psbench";  // the flag parser names the binary
       args = {BinPath("psbench"), "train", "--model=tiny", "--batch=2", "--steps=1"};
       break;
+    // A cluster command that wrongly accepted its input would start /bin/false, not hang.
+    case Tool::kSsh:
+    case Tool::kMpirun:
+      program = "psbench";
+      args = {BinPath("psbench"), c.tool == Tool::kSsh ? "ssh" : "mpirun", "--hostfile=$DIR/hosts",
+              c.tool == Tool::kSsh ? "--ssh=/bin/false" : "--mpirun=/bin/false",
+              "--benchmark=latency", "--warmup=0s", "--iterations=3", "--connect-timeout=2s"};
+      break;
+    case Tool::kSlurm:
+      program = "psbench";
+      args = {BinPath("psbench"), "slurm", "--srun=/bin/false", "--benchmark=latency",
+              "--warmup=0s", "--iterations=3"};
+      break;
+    case Tool::kReport:
+      program = "psbench report";
+      args = {BinPath("psbench"), "report"};
+      break;
   }
-  for (const auto& a : c.args) args.push_back(Expand(a, tmp_.path()));
+  if (!c.program.empty()) program = c.program;
+  for (const auto& a : c.args) args.push_back(a);
+  for (auto& a : args) a = Expand(a, tmp_.path());
   std::vector<std::string> keywords;
   for (const auto& k : c.keywords) keywords.push_back(Expand(k, tmp_.path()));
   ExpectUsageError(RunCommand(args, seconds(30)), program, keywords);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(scratch_)) left.push_back(e.path());
+  EXPECT_TRUE(left.empty()) << "left in $TMPDIR: " << ::testing::PrintToString(left);
 }
 
 // Cases that mean the same for psbench-worker and psbench run (the scenario flags).
@@ -270,6 +331,92 @@ const std::vector<BadInput> kTrainCases = {
     {"TrainerOfRun", Tool::kTrain, {"--trainer=tiny"}, {"unknown flag", "--trainer"}},
 };
 
+// psbench ssh and psbench mpirun: the host file and the slots it gives, checked before any
+// process starts anywhere.
+const std::vector<BadInput> kClusterCases = {
+    {"NoHostfile", {}, {"--hostfile="}, {"needs --hostfile=FILE (or $PBS_NODEFILE)"}},
+    {"HostfileMissing", {}, {"--hostfile=$DIR/missing"}, {"--hostfile=$DIR/missing", "cannot open"}},
+    {"HostfileIsAFifo", {}, {"--hostfile=$DIR/fifo.json"}, {"$DIR/fifo.json", "is a FIFO"}},
+    {"HostfileIsADirectory", {}, {"--hostfile=$DIR"}, {"--hostfile=$DIR", "is a directory"}},
+    {"HostfileIsADevice", {}, {"--hostfile=/dev/zero"}, {"/dev/zero", "character device"}},
+    {"HostfileOverInputLimit", {}, {"--max-input-size=4"}, {"$DIR/hosts", "over the 4 bytes limit"}},
+    {"HostfileListsNoHost", {}, {"--hostfile=$DIR/empty-hosts"}, {"$DIR/empty-hosts", "lists no host"}},
+    {"HostfileBadSlots", {}, {"--hostfile=$DIR/bad-slots"}, {"line 1", "'slots=x'", "[1, 4096]"}},
+    {"HostfileZeroSlots", {}, {"--hostfile=$DIR/zero-slots"}, {"line 1", "'slots=0'"}},
+    {"HostfileTooManySlots", {}, {"--hostfile=$DIR/huge-slots"}, {"line 1", "'slots=5000'"}},
+    {"HostfileTwoHostsOnALine", {}, {"--hostfile=$DIR/two-words"}, {"line 1", "'node2'"}},
+    {"OneSlotIsTooFew", {}, {"--hostfile=$DIR/one-host"}, {"1 PS + 1 workers need 2 slots", "gives 1"}},
+    {"PsTakeEverySlot", {}, {"--num-ps=4"}, {"4 PS + 1 workers need 5 slots", "gives 4"}},
+    {"MoreWorkersThanSlots", {}, {"--benchmark=throughput", "--num-workers=9"}, {"need 10 slots", "gives 4"}},
+    {"ZeroPs", {}, {"--num-ps=0"}, {"--num-ps must be in [1, 64]"}},
+    {"JsonOverTheHostfile", {}, {"--json=$DIR/hosts"}, {"--json=$DIR/hosts would write over --hostfile=$DIR/hosts"}},
+    {"JsonIsADirectory", {}, {"--json=$DIR"}, {"--json=$DIR", "Is a directory"}},
+    {"EmptyPsInterface", {}, {"--ps-interface="}, {"--ps-interface is empty"}},
+    {"SrunFlag", {}, {"--srun=srun"}, {"--srun", "psbench slurm flags"}},
+    {"DuplicateTransports", {}, {"--transports=grpc,grpc"}, {"--transports=grpc,grpc", "listed twice"}},
+    {"ClusterUnknownScheme", {}, {"--scheme=zipf"}, {"--scheme=zipf", "unknown scheme"}},
+    {"ClusterUnknownFlag", {}, {"--no-such-flag=1"}, {"unknown flag", "--no-such-flag"}},
+    {"ClusterTraceIsAFifo", {}, {"--scheme=trace", "--trace=$DIR/fifo.json"}, {"$DIR/fifo.json", "is a FIFO"}},
+    {"ClusterPayloadOverMaxMessageSize", {}, {"--sizes=8M:8M", "--max-message-size=4M"},
+     {"8MiB payload", "--max-message-size=4MiB"}},
+};
+
+const std::vector<BadInput> kSshCases = {
+    {"SshEmpty", Tool::kSsh, {"--ssh="}, {"--ssh is empty"}},
+    {"SshNotExecutable", Tool::kSsh, {"--ssh=$DIR/not-executable -p 22"},
+     {"$DIR/not-executable is not an executable file"}},
+    {"SshNotOnPath", Tool::kSsh, {"--ssh=no-such-ssh -p 22"}, {"no-such-ssh is not on $PATH"}},
+    {"MpirunFlag", Tool::kSsh, {"--mpirun=mpirun"}, {"--mpirun", "psbench ssh does not start mpirun"}},
+};
+
+const std::vector<BadInput> kMpirunCases = {
+    {"MpirunEmpty", Tool::kMpirun, {"--mpirun="}, {"--mpirun is empty", "openmpi-bin"}},
+    {"MpirunMissing", Tool::kMpirun, {"--mpirun=$DIR/missing"}, {"$DIR/missing is not an executable file"}},
+    {"MpirunIsADirectory", Tool::kMpirun, {"--mpirun=$DIR"}, {"is not an executable file"}},
+    {"MpirunNotOnPath", Tool::kMpirun, {"--mpirun=no-such-mpirun"}, {"no-such-mpirun is not on $PATH"}},
+    {"SshFlag", Tool::kMpirun, {"--ssh=ssh"}, {"--ssh is a psbench ssh flag"}},
+};
+
+const std::vector<BadInput> kSlurmCases = {
+    {"OutsideAnAllocation", Tool::kSlurm, {}, {"inside a Slurm allocation", "SLURM_JOB_ID"}},
+    {"SlurmUnknownFlag", Tool::kSlurm, {"--no-such-flag=1"}, {"unknown flag", "--no-such-flag"}},
+    {"SlurmZeroPs", Tool::kSlurm, {"--num-ps=0"}, {"--num-ps"}},
+    {"SlurmUnknownScheme", Tool::kSlurm, {"--scheme=zipf"}, {"--scheme=zipf"}},
+    {"SlurmHostfileFlag", Tool::kSlurm, {"--hostfile=$DIR/hosts"}, {"--hostfile"}},
+};
+
+// psbench report: its inputs are bounded regular files of JSON Lines, its outputs land on
+// none of them, nor on each other.
+const std::vector<BadInput> kReportCases = {
+    {"NoInput", Tool::kReport, {}, {"give one or more JSON Lines files"}},
+    {"InputMissing", Tool::kReport, {"$DIR/missing.jsonl"}, {"'$DIR/missing.jsonl'", "cannot open"}},
+    {"InputIsAFifo", Tool::kReport, {"$DIR/fifo.json"}, {"'$DIR/fifo.json'", "is a FIFO"}},
+    {"InputIsADirectory", Tool::kReport, {"$DIR"}, {"'$DIR'", "is a directory"}},
+    {"InputIsADevice", Tool::kReport, {"/dev/zero"}, {"'/dev/zero'", "character device"}},
+    {"InputOverLimit", Tool::kReport, {"$DIR/records.jsonl", "--max-input-size=4"},
+     {"$DIR/records.jsonl", "over the 4 bytes limit", "--max-input-size"}},
+    {"InputEmpty", Tool::kReport, {"$DIR/empty.jsonl"}, {"$DIR/empty.jsonl", "empty, no records"}},
+    {"InputNotJsonLines", Tool::kReport, {"$DIR/not-json.jsonl"}, {"$DIR/not-json.jsonl:1", "not a JSON object"}},
+    {"NoRecordToTabulate", Tool::kReport, {"$DIR/records.jsonl"}, {"no record psbench report can tabulate"}},
+    {"InputGivenTwice", Tool::kReport, {"$DIR/records.jsonl", "$DIR/records.jsonl"},
+     {"are the same file", "give each once"}},
+    {"MarkdownOverInput", Tool::kReport, {"$DIR/records.jsonl", "--markdown=$DIR/records.jsonl"},
+     {"--markdown=$DIR/records.jsonl would write over the report input"}},
+    {"HtmlOverInput", Tool::kReport, {"$DIR/records.jsonl", "--html=$DIR/records.jsonl"},
+     {"--html=$DIR/records.jsonl would write over the report input"}},
+    {"CsvOverInput", Tool::kReport, {"$DIR/records.jsonl", "--csv=$DIR/records.jsonl"},
+     {"--csv=$DIR/records.jsonl would write over the report input"}},
+    {"HtmlOverMarkdown", Tool::kReport, {"$DIR/records.jsonl", "--markdown=$DIR/r.md", "--html=$DIR/r.md"},
+     {"--html=$DIR/r.md would write over --markdown=$DIR/r.md"}},
+    {"EmptyMarkdown", Tool::kReport, {"$DIR/records.jsonl", "--markdown="}, {"--markdown needs a file name"}},
+    {"EmptyHtml", Tool::kReport, {"$DIR/records.jsonl", "--html="}, {"--html needs a file name"}},
+    {"EmptyCsv", Tool::kReport, {"$DIR/records.jsonl", "--csv="}, {"--csv needs a file name"}},
+    {"ReportUnknownFlag", Tool::kReport, {"$DIR/records.jsonl", "--no-such-flag"},
+     {"unknown flag", "--no-such-flag"}, "psbench"},
+    {"RunFlag", Tool::kReport, {"$DIR/records.jsonl", "--benchmark=latency"}, {"unknown flag", "--benchmark"},
+     "psbench"},
+};
+
 const std::vector<BadInput> kPsCases = {
     {"PortOutOfRange", Tool::kPs, {"--port=99999"}, {"--port=99999"}},
     {"ListenNoSuchInterface", Tool::kPs, {"--listen=nosuch0"}, {"--listen=nosuch0", "interface"}},
@@ -296,6 +443,14 @@ INSTANTIATE_TEST_SUITE_P(WorkerOnly, BadInputTest, ::testing::ValuesIn(kWorkerCa
 INSTANTIATE_TEST_SUITE_P(RunOnly, BadInputTest, ::testing::ValuesIn(kRunCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(Ps, BadInputTest, ::testing::ValuesIn(kPsCases), CaseName);
 INSTANTIATE_TEST_SUITE_P(Train, BadInputTest, ::testing::ValuesIn(kTrainCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Ssh, BadInputTest, ::testing::ValuesIn(ForTool(Tool::kSsh, kClusterCases)),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Mpirun, BadInputTest,
+                         ::testing::ValuesIn(ForTool(Tool::kMpirun, kClusterCases)), CaseName);
+INSTANTIATE_TEST_SUITE_P(SshOnly, BadInputTest, ::testing::ValuesIn(kSshCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(MpirunOnly, BadInputTest, ::testing::ValuesIn(kMpirunCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Slurm, BadInputTest, ::testing::ValuesIn(kSlurmCases), CaseName);
+INSTANTIATE_TEST_SUITE_P(Report, BadInputTest, ::testing::ValuesIn(kReportCases), CaseName);
 
 // --- cases that need a process or a socket ----------------------------------------------------
 
