@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace psbench {
@@ -99,8 +100,13 @@ absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const 
     auto c = client_.Next(deadline);
     if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(what, ": ", c.status().message()));
     if (!c->status.ok() && failure.ok()) {
-      failure = absl::Status(c->status.code(), absl::StrCat(what, " on PS ", client_.server_address(c->tag), ": ",
-                                                            c->status.message()));
+      // Named once: a transport's own error usually begins with the PS already.
+      const std::string ps = absl::StrCat("PS ", client_.server_address(c->tag));
+      const absl::string_view message = c->status.message();
+      failure = absl::Status(c->status.code(),
+                             absl::StartsWith(message, ps + ":")
+                                 ? absl::StrCat(what, " on ", message)
+                                 : absl::StrCat(what, " on ", ps, ": ", message));
     }
   }
   return failure;
