@@ -93,6 +93,10 @@ std::shared_ptr<Launcher> MakeLauncher(const std::string& command, const std::st
       launcher = MakeSshLauncher(*std::move(slots), absl::GetFlag(FLAGS_ssh));
     } else {
       launcher = MakeMpirunLauncher(*std::move(slots), MpirunFlag(), MpirunArgsFlag());
+      // psbench mpirun starts every transport with it: a missing one is bad input now.
+      if (launcher.ok()) {
+        if (absl::Status s = (*launcher)->Check(); !s.ok()) launcher = s;
+      }
     }
   }
   if (!launcher.ok()) Die(kProgram, launcher.status(), kExitUsage);

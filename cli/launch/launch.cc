@@ -22,8 +22,12 @@ void OnSignal(int sig) {
 }  // namespace
 
 void StopOnSignals() {
-  // SIGHUP too: a closed terminal or a dropped ssh session stops the run as cleanly.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, OnSignal);
+  // SIGHUP too: a closed terminal or a dropped ssh session stops the run as cleanly. A signal
+  // ignored when psbench started (nohup, a background job's SIGINT) stays ignored.
+  signal(SIGTERM, OnSignal);
+  for (int sig : {SIGINT, SIGHUP}) {
+    if (signal(sig, SIG_IGN) != SIG_IGN) signal(sig, OnSignal);
+  }
   signal(SIGPIPE, SIG_IGN);
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bench/sysinfo.h"
 
 namespace psbench {
 namespace fs = std::filesystem;
@@ -22,8 +23,8 @@ namespace {
 
 constexpr absl::string_view kPrefix = "psbench-scratch-";
 constexpr size_t kRandomChars = 6;  // mkdtemp's XXXXXX
-// Written in every scratch directory once it is locked: a directory without it is never
-// swept, whatever its name (other tools' psbench-* directories, one being made).
+// Written in every scratch directory once it is locked, naming the host: a directory without
+// it, or another host's, is never swept (other tools' psbench-* directories, one being made).
 constexpr char kMarker[] = "owner";
 
 // psbench-scratch-WHAT.XXXXXX: what ScratchDir::Create makes.
@@ -34,9 +35,15 @@ bool IsScratchName(absl::string_view name) {
          name.size() - dot - 1 == kRandomChars;
 }
 
-bool HasMarker(const std::string& dir) {
+// Made by a psbench on this host: where $TMPDIR is shared between hosts, another host's lock
+// may not be visible here.
+bool MarkedByThisHost(const std::string& dir) {
+  const std::string marker = dir + "/" + kMarker;
   struct stat st {};
-  return lstat((dir + "/" + kMarker).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (lstat(marker.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::string host;
+  std::ifstream(marker) >> host;
+  return host == HostName();
 }
 
 int OpenDir(const std::string& path) {
@@ -63,10 +70,19 @@ absl::StatusOr<std::unique_ptr<ScratchDir>> ScratchDir::Create(absl::string_view
     }
     const std::string path(name.data());
     const int fd = OpenDir(path);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      const int err = errno;
+      rmdir(path.c_str());
+      return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+      // No locks on this file system (some NFS and Lustre mounts): used unlocked and
+      // unmarked, so no sweep ever takes it; psbench still removes it when done.
+      return std::unique_ptr<ScratchDir>(new ScratchDir(path, fd));
+    }
     struct stat st {};
-    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0) {
-      std::ofstream(path + "/" + kMarker) << getpid() << "\n";
+    if (fstat(fd, &st) == 0 && st.st_nlink > 0) {
+      std::ofstream(path + "/" + kMarker) << HostName() << " " << getpid() << "\n";
       return std::unique_ptr<ScratchDir>(new ScratchDir(path, fd));
     }
     close(fd);
@@ -89,7 +105,7 @@ int SweepStaleScratch() {
     const std::string path = it->path().string();
     struct stat st {};
     if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-        !HasMarker(path)) {
+        !MarkedByThisHost(path)) {
       continue;
     }
     const int fd = OpenDir(path);

@@ -97,14 +97,19 @@ TEST_F(ScratchTest, OtherDirectoriesAreLeftAlone) {
   fs::create_directories(root_ / "psbench-fuzz.abcdef");
   fs::create_directories(root_ / "psbench-scratch-x.abcdef");  // no owner file
   fs::create_directories(root_ / "psbench-scratch-x.abc");     // not mkdtemp's suffix
-  std::ofstream(root_ / "psbench-scratch-x.abc" / "owner") << "1\n";
+  std::ofstream(root_ / "psbench-scratch-x.abc" / "owner") << "localhost 1\n";
   std::ofstream(root_ / "psbench-scratch-file.abcdef") << "x";  // not a directory
   EXPECT_EQ(SweepStaleScratch(), 0);
   EXPECT_EQ(Entries(), 4);
-  fs::create_directories(root_ / "psbench-scratch-old.abcdef");  // made, and nobody holds it
-  std::ofstream(root_ / "psbench-scratch-old.abcdef" / "owner") << "1\n";
+  fs::create_directories(root_ / "psbench-scratch-far.abcdef");  // another host's
+  std::ofstream(root_ / "psbench-scratch-far.abcdef" / "owner") << "elsewhere.invalid 1\n";
+  EXPECT_EQ(SweepStaleScratch(), 0);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  fs::create_directories(root_ / "psbench-scratch-old.abcdef");  // this host's, nobody holds it
+  std::ofstream(root_ / "psbench-scratch-old.abcdef" / "owner") << host << " 1\n";
   EXPECT_EQ(SweepStaleScratch(), 1);
-  EXPECT_EQ(Entries(), 4);
+  EXPECT_EQ(Entries(), 5);
 }
 
 TEST_F(ScratchTest, UnwritableTmpdirIsOneClearError) {

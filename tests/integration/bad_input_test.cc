@@ -370,7 +370,7 @@ const std::vector<BadInput> kSshCases = {
 };
 
 const std::vector<BadInput> kMpirunCases = {
-    {"MpirunEmpty", Tool::kMpirun, {"--mpirun="}, {"--mpirun is empty", "openmpi-bin"}},
+    {"MpirunEmpty", Tool::kMpirun, {"--mpirun="}, {"--mpirun is empty", "openmpi-bin", "--mpirun=PATH"}},
     {"MpirunMissing", Tool::kMpirun, {"--mpirun=$DIR/missing"}, {"$DIR/missing is not an executable file"}},
     {"MpirunIsADirectory", Tool::kMpirun, {"--mpirun=$DIR"}, {"is not an executable file"}},
     {"MpirunNotOnPath", Tool::kMpirun, {"--mpirun=no-such-mpirun"}, {"no-such-mpirun is not on $PATH"}},

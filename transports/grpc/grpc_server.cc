@@ -167,7 +167,7 @@ class DataCall final : public CallData {
       return;
     }
     Count(*decoded);
-    RunExchange(std::move(buffers), [this, buffers = buffers.get()] {
+    RunExchange(std::move(buffers), [this](ExchangeBuffers* buffers) {
       std::vector<grpc::Slice> slices;
       slices.emplace_back(EncodePayloadHeader(
           buffers->sizes, buffers->validate ? &buffers->reply_checksums : nullptr));
@@ -233,7 +233,7 @@ class DataCall final : public CallData {
     auto buffers = std::make_shared<ExchangeBuffers>();
     buffers->keep = m;
     ExchangeBuffersFromMessage(*m, buffers.get());
-    RunExchange(std::move(buffers), [this, m = m.get(), buffers = buffers.get()] {
+    RunExchange(std::move(buffers), [this, m = m.get()](ExchangeBuffers* buffers) {
       m->clear_checksums();
       for (uint64_t c : buffers->reply_checksums) m->add_checksums(c);
       SerializeResponse(*m);
@@ -246,7 +246,7 @@ class DataCall final : public CallData {
   }
 
   // Hands an exchange to the handler; its answer, perhaps from another thread, finishes the
-  // call: `reply` fills response_ from the buffers once the handler wrote them. This call
+  // call: `reply(buffers)` fills response_ from them once the handler wrote them. This call
   // stays alive until its Finish completes and nothing else finishes it, so `this` is safe
   // to use until then; from Run on, the call may finish (and be deleted) on another thread.
   template <typename Reply>
@@ -257,7 +257,7 @@ class DataCall final : public CallData {
         StartFromAnotherThread(this, [&] { stream_.Finish(ToGrpc(s), this); });
         return;
       }
-      reply();
+      reply(keep.get());
       StartFromAnotherThread(this, [&] {
         stream_.WriteAndFinish(response_, grpc::WriteOptions(), grpc::Status::OK, this);
       });

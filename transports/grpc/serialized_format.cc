@@ -22,15 +22,27 @@ using google::protobuf::internal::WireFormatLite;
 
 // The `buffers` elements of a serialized message, counted in its received slices: every
 // field is skipped, not copied, so a message of a million empty buffers costs nothing here.
+// Only PayloadMessage's own fields are accepted: protobuf would keep any other as an unknown
+// field, uncounted, at the same cost per field as a buffer.
 absl::StatusOr<uint64_t> CountBuffers(grpc::ByteBuffer* message) {
   grpc::ProtoBufferReader reader(message);
   if (!reader.status().ok()) return absl::InvalidArgumentError("the request could not be read");
   google::protobuf::io::CodedInputStream in(&reader);
-  constexpr uint32_t kBufferTag = WireFormatLite::MakeTag(
-      wire::PayloadMessage::kBuffersFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  constexpr int kBuffers = wire::PayloadMessage::kBuffersFieldNumber;
+  constexpr int kChecksums = wire::PayloadMessage::kChecksumsFieldNumber;
+  constexpr uint32_t kBufferTag = WireFormatLite::MakeTag(kBuffers, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  constexpr uint32_t kPackedChecksumsTag =
+      WireFormatLite::MakeTag(kChecksums, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  constexpr uint32_t kChecksumTag = WireFormatLite::MakeTag(kChecksums, WireFormatLite::WIRETYPE_FIXED64);
   uint64_t buffers = 0;
   while (const uint32_t tag = in.ReadTag()) {
-    if (tag == kBufferTag) ++buffers;
+    if (tag == kBufferTag) {
+      ++buffers;
+    } else if (tag != kPackedChecksumsTag && tag != kChecksumTag) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the request is not a PayloadMessage (field ", WireFormatLite::GetTagFieldNumber(tag),
+          ", wire type ", WireFormatLite::GetTagWireType(tag), ")"));
+    }
     if (!WireFormatLite::SkipField(&in, tag)) break;
   }
   // ReadTag gives 0 both at the end of the message and on a malformed tag.
@@ -47,6 +59,7 @@ absl::Status CheckSerializedShape(uint64_t message_bytes, uint64_t buffers) {
     return absl::ResourceExhaustedError(absl::StrCat(
         buffers, " buffers in one message, over the ", kMaxBuffers, " a PS accepts"));
   }
+  // No overflow: a gRPC message is under 2^31 bytes, and buffers at most kMaxBuffers here.
   const uint64_t parsed = 2 * message_bytes + kParsedBytesPerBuffer * buffers;
   if (parsed > kParsedWireMultiple * message_bytes + kParsedAllowance) {
     return absl::ResourceExhaustedError(absl::StrCat(
