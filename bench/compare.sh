@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures, in one run and side by side, the floors (plain TCP, async generic gRPC echo, protobuf
-# unary gRPC echo) and psbench over gRPC, for the figures in bench/RESULTS.md:
+# async and unary gRPC echoes) and psbench over gRPC, for the figures in bench/RESULTS.md:
 #   latency: one 32 B buffer, 64 KiB, 1 MiB, 4 MiB and the default skew payload
 #   bandwidth: one 1 MiB and one 4 MiB buffer
 # in both modes, for each process placement, REPEAT times; then prints medians as Markdown.

@@ -1,7 +1,10 @@
-// psbench-floor-grpc: the gRPC floors psbench is compared against, two APIs.
+// psbench-floor-grpc: the gRPC floors psbench is compared against, three APIs.
 //
 // --api=generic (grpc_generic_floor.h): the strongest program on gRPC's own API that moves
 // bytes as psbench's non-serialized mode does (async generic calls of one ByteBuffer).
+//
+// --api=async (grpc_async_floor.h): the minimal protobuf async echo, the strongest program on
+// the API psbench's serialized mode uses.
 //
 // --api=unary (this file): "the simplest possible gRPC unary echo a user would write", with
 // protobuf. Synchronous server, synchronous stub with one ClientContext per call for
@@ -10,8 +13,8 @@
 //
 // floor_common.h holds only the flag handling and result output shared with the TCP floor.
 //
-//   psbench-floor-grpc [--api=generic|unary] --server --port=0 [--once] [--cpu=0]
-//   psbench-floor-grpc [--api=generic|unary] --connect=127.0.0.1:P --test=pingpong|stream
+//   psbench-floor-grpc [--api=generic|async|unary] --server --port=0 [--once] [--cpu=0]
+//   psbench-floor-grpc [--api=generic|async|unary] --connect=127.0.0.1:P --test=pingpong|stream
 //                      --size=N | --sizes=MIN:MAX [--iterations=N] [--warmup=N]
 //                      [--window=16] [--json=FILE] [--cpu=1]
 
@@ -36,10 +39,12 @@
 #include "floor_common.h"
 #include "fmt/core.h"
 #include "grpc_channel.h"
+#include "grpc_async_floor.h"
 #include "grpc_generic_floor.h"
 
 ABSL_FLAG(std::string, api, "unary",
-          "Server and client alike: unary (protobuf, synchronous echo) or generic (async generic "
+          "Server and client alike: unary (protobuf, synchronous echo), async (protobuf, async "
+          "echo on completion queues, as psbench's serialized mode) or generic (async generic "
           "calls of one ByteBuffer, as psbench's non-serialized mode).");
 ABSL_FLAG(bool, server, false, "Run as the server (Echo for pingpong, Push for stream).");
 ABSL_FLAG(int32_t, port, 0, "Server: port on 127.0.0.1 (0 = any free port; always printed).");
@@ -216,20 +221,25 @@ int main(int argc, char** argv) {
       .name = kProg,
       .source_file = "grpc_unary_baseline.cc",
       .usage =
-          "gRPC floors (--api=unary|generic). Server: --server [--port=P] [--once] [--cpu=L]. Client: "
+          "gRPC floors (--api=unary|async|generic). Server: --server [--port=P] [--once] [--cpu=L]. Client: "
           "--connect=127.0.0.1:P --test=pingpong|stream --size=N|--sizes=MIN:MAX [--iterations=N] "
           "[--warmup=N] [--window=W] [--json=FILE] [--cpu=L]",
   };
   const floors::Role role = floors::parse_command_line(argc, argv, program);
   const std::string api = absl::GetFlag(FLAGS_api);
-  if (api != "unary" && api != "generic") usage_error("--api=" + api + ": expected unary or generic");
-  if (api == "generic") {
+  if (api != "unary" && api != "async" && api != "generic") {
+    usage_error("--api=" + api + ": expected unary, async or generic");
+  }
+  if (api != "unary") {
+    const bool generic = api == "generic";
     if (role == floors::Role::kServer) {
       const int32_t port = floors::server_port_from_flags();
       floors::pin_cpus(absl::GetFlag(FLAGS_cpu));
-      return floors::RunGenericServer(port, absl::GetFlag(FLAGS_once));
+      return generic ? floors::RunGenericServer(port, absl::GetFlag(FLAGS_once))
+                     : floors::RunAsyncServer(port, absl::GetFlag(FLAGS_once));
     }
-    return floors::RunGenericClient(floors::client_options_from_flags());
+    const floors::ClientOptions opts = floors::client_options_from_flags();
+    return generic ? floors::RunGenericClient(opts) : floors::RunAsyncClient(opts);
   }
   if (role == floors::Role::kServer) return run_server();
   return run_client();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the TCP floor and both gRPC floors (async generic, protobuf unary) over loopback and
+# Runs the TCP floor and the three gRPC floors (async generic, protobuf async, protobuf unary)
+# over loopback and
 # collects JSON Lines.
 #
 #   bench/floors/run_floors.sh [BUILD_DIR=build] [OUT=floors.jsonl]
@@ -73,7 +74,8 @@ run_client() {
 
 echo "# run_floors.sh: server cpu ${SERVER_CPU:-any}, client cpu ${CLIENT_CPU:-any}, $(nproc) cpus"
 # One server at a time so an idle one never competes for the cores.
-for floor in psbench-floor-tcp "psbench-floor-grpc --api=generic" "psbench-floor-grpc --api=unary"; do
+for floor in psbench-floor-tcp "psbench-floor-grpc --api=generic" "psbench-floor-grpc --api=async" \
+             "psbench-floor-grpc --api=unary"; do
   read -r -a words <<<"$floor"
   start_server "${words[@]}"
   for size in 32 64K 1M 4M; do run_client "${words[0]}" pingpong "$size" "${words[@]:1}"; done

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -58,8 +59,10 @@ class FloorsTest : public IntegrationTest {
 };
 
 // Each gRPC floor echoes and streams, says which it is, and runs with psbench's allocator policy.
-TEST_F(FloorsTest, BothGrpcFloorsMeasureEveryRequestedSize) {
-  for (const char* api : {"generic", "unary"}) {
+TEST_F(FloorsTest, EveryGrpcFloorMeasuresEveryRequestedSize) {
+  const std::map<std::string, std::string> tools = {
+      {"generic", "grpc-generic-floor"}, {"async", "grpc-async-floor"}, {"unary", "grpc-unary-baseline"}};
+  for (const auto& [api, tool] : tools) {
     SCOPED_TRACE(api);
     const std::string flag = std::string("--api=") + api;
     int port = StartServer("psbench-floor-grpc", {flag});
@@ -70,7 +73,6 @@ TEST_F(FloorsTest, BothGrpcFloorsMeasureEveryRequestedSize) {
     auto stream = Client("psbench-floor-grpc", port,
                          {flag, "--test=stream", "--size=1M", "--iterations=40", "--warmup=4", "--window=4"});
     ASSERT_EQ(stream.size(), 1u);
-    const std::string tool = api == std::string("generic") ? "grpc-generic-floor" : "grpc-unary-baseline";
     for (size_t i = 0; i < pingpong.size(); ++i) {
       const Json& r = pingpong[i];
       EXPECT_EQ(r.value("tool", ""), tool) << r.dump();
@@ -111,7 +113,12 @@ TEST_F(FloorsTest, ApisDoNotMixAndUnknownApiIsAUsageError) {
   EXPECT_NE(r.err.find("UNIMPLEMENTED"), std::string::npos) << r.Describe();
   EXPECT_NE(r.err.find("--api=generic"), std::string::npos) << r.Describe();
   ExpectOneLineFailure(RunCommand({BinPath("psbench-floor-grpc"), "--api=rest", "--server"}), 2,
-                       "psbench-floor-grpc", {"--api=rest", "unary or generic"});
+                       "psbench-floor-grpc", {"--api=rest", "unary, async or generic"});
+  // A protobuf client of the async API against the generic server: refused the same way.
+  r = RunCommand({BinPath("psbench-floor-grpc"), "--api=async", "--connect=127.0.0.1:" + std::to_string(port),
+                  "--size=32", "--iterations=5"},
+                 seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << "async and unary speak the same protobuf service: " << r.Describe();
 }
 
 }  // namespace
