@@ -2,7 +2,7 @@
 // calling thread (no thread hop between the network and the benchmark loop).
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
-#include <google/protobuf/io/coded_stream.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/generic/generic_stub.h>
 
 #include <cstring>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "payloads/size.h"
-#include "psbench.grpc.pb.h"
+#include "psbench.pb.h"
 #include "transports/control/channel.h"
 #include "transports/control/control_client.h"
 #include "transports/exchange.h"
@@ -64,28 +64,19 @@ struct Call {
   std::string header;
   grpc::ClientContext context;
   grpc::Status status;
-  // Non-serialized.
+  // Every call goes through the generic stub: the reply's bytes, as received.
   grpc::ByteBuffer response;
-  std::unique_ptr<grpc::GenericClientAsyncResponseReader> raw_reader;
-  // Serialized (echo_* serve kExchange too).
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
+  // Serialized: the reply parsed (echo_reply serves kExchange too).
   wire::PayloadMessage echo_reply;
   wire::AckMessage ack_reply;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<wire::PayloadMessage>> echo_reader;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<wire::AckMessage>> push_reader;
-};
-
-// The data plane's stubs for one PS, on the control plane's channel.
-struct DataStubs {
-  std::unique_ptr<grpc::GenericStub> raw;
-  std::unique_ptr<wire::PsData::Stub> data;
 };
 
 class GrpcClient final : public Client {
  public:
   explicit GrpcClient(const ClientOptions& options) : options_(options), control_(options) {
     for (size_t i = 0; i < control_.num_servers(); ++i) {
-      servers_.push_back({std::make_unique<grpc::GenericStub>(control_.channel(i)),
-                          wire::PsData::NewStub(control_.channel(i))});
+      servers_.push_back(std::make_unique<grpc::GenericStub>(control_.channel(i)));
     }
   }
 
@@ -159,17 +150,7 @@ class GrpcClient final : public Client {
   // The bytes of one message carrying `p` in this wire mode, as the PS's limit counts them.
   uint64_t MessageBytes(const Payload& p, size_t raw_header_bytes) const {
     if (options_.mode == WireMode::kNonSerialized) return raw_header_bytes + p.total_bytes();
-    using google::protobuf::io::CodedOutputStream;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < p.num_buffers(); ++i) {
-      const uint64_t len = p.buffer(i).size();
-      bytes += 1 + CodedOutputStream::VarintSize64(len) + len;  // tag, length, bytes
-    }
-    if (options_.validate && p.num_buffers() > 0) {  // packed fixed64
-      const uint64_t len = 8 * p.num_buffers();
-      bytes += 1 + CodedOutputStream::VarintSize64(len) + len;
-    }
-    return bytes;
+    return SerializedPayloadBytes(p, options_.validate ? &p.checksums() : nullptr);
   }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
@@ -184,35 +165,34 @@ class GrpcClient final : public Client {
     call->reg = registered_[payload].get();
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    DataStubs& s = servers_[server];
     const Payload& p = *call->reg->payload;
+    grpc::ByteBuffer request;
     if (options_.mode == WireMode::kNonSerialized) {
       const auto& slices = call->reg->slices;
-      grpc::ByteBuffer request(slices.data(), slices.size());
-      call->raw_reader = s.raw->PrepareUnaryCall(
-          &call->context, op == Op::kEcho ? kRawEchoMethod : kRawPushMethod, request, &cq_);
-      call->raw_reader->StartCall();
-      call->raw_reader->Finish(&call->response, &call->status, call);
-      return;
-    }
-    // Serialized: building the message copies every buffer, as serializing tensors does.
-    wire::PayloadMessage request;
-    for (size_t i = 0; i < p.num_buffers(); ++i) {
-      auto b = p.buffer(i);
-      request.add_buffers(reinterpret_cast<const char*>(b.data()), b.size());
-    }
-    if (options_.validate) {
-      for (uint64_t c : p.checksums()) request.add_checksums(c);
-    }
-    if (op == Op::kEcho) {
-      call->echo_reader = s.data->PrepareAsyncEcho(&call->context, request, &cq_);
-      call->echo_reader->StartCall();
-      call->echo_reader->Finish(&call->echo_reply, &call->status, call);
+      request = grpc::ByteBuffer(slices.data(), slices.size());
     } else {
-      call->push_reader = s.data->PrepareAsyncPush(&call->context, request, &cq_);
-      call->push_reader->StartCall();
-      call->push_reader->Finish(&call->ack_reply, &call->status, call);
+      // Serialized: every buffer copied into the message, as serializing tensors does.
+      request = SerializePayload(p, options_.validate ? &p.checksums() : nullptr);
     }
+    StartCall(call, request);
+  }
+
+  void StartCall(Call* call, const grpc::ByteBuffer& request) {
+    call->reader = servers_[call->server]->PrepareUnaryCall(&call->context, Method(call->op), request, &cq_);
+    call->reader->StartCall();
+    call->reader->Finish(&call->response, &call->status, call);
+  }
+
+  // A serialized reply, parsed into the call (the generated stubs would do the same).
+  absl::Status ParseSerializedReply(Call& call) {
+    grpc::Status parsed =
+        call.op == Op::kPush
+            ? grpc::SerializationTraits<wire::AckMessage>::Deserialize(&call.response, &call.ack_reply)
+            : grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&call.response, &call.echo_reply);
+    if (parsed.ok()) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat("the reply is not a ",
+                                            call.op == Op::kPush ? "AckMessage" : "PayloadMessage", " (",
+                                            parsed.error_message(), ")"));
   }
 
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override {
@@ -233,7 +213,6 @@ class GrpcClient final : public Client {
     call->reply_reg = rep;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     in_flight_.insert(call);
-    DataStubs& ps = servers_[server];
     const Payload& p = *req->payload;
     if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
     if (options_.mode == WireMode::kNonSerialized) {
@@ -242,22 +221,10 @@ class GrpcClient final : public Client {
                                          options_.validate ? &call->sent_checksums : nullptr);
       std::vector<grpc::Slice> slices = req->slices;
       slices[0] = grpc::Slice(call->header.data(), call->header.size(), grpc::Slice::STATIC_SLICE);
-      grpc::ByteBuffer message(slices.data(), slices.size());
-      call->raw_reader =
-          ps.raw->PrepareUnaryCall(&call->context, kRawExchangeMethod, message, &cq_);
-      call->raw_reader->StartCall();
-      call->raw_reader->Finish(&call->response, &call->status, call);
+      StartCall(call, grpc::ByteBuffer(slices.data(), slices.size()));
       return;
     }
-    wire::PayloadMessage message;
-    for (size_t i = 0; i < p.num_buffers(); ++i) {
-      auto b = p.buffer(i);
-      message.add_buffers(reinterpret_cast<const char*>(b.data()), b.size());
-    }
-    for (uint64_t c : call->sent_checksums) message.add_checksums(c);
-    call->echo_reader = ps.data->PrepareAsyncExchange(&call->context, message, &cq_);
-    call->echo_reader->StartCall();
-    call->echo_reader->Finish(&call->echo_reply, &call->status, call);
+    StartCall(call, SerializePayload(p, options_.validate ? &call->sent_checksums : nullptr));
   }
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
@@ -327,6 +294,7 @@ class GrpcClient final : public Client {
                      [&writer](const std::byte* p, size_t n) { writer.Write({p, n}); });
       ps_checksums = std::move(header->checksums);
     } else {
+      if (absl::Status s = ParseSerializedReply(call); !s.ok()) return s;
       const wire::PayloadMessage& m = call.echo_reply;
       std::vector<uint64_t> sizes;
       for (const std::string& b : m.buffers()) sizes.push_back(b.size());
@@ -368,7 +336,10 @@ class GrpcClient final : public Client {
     }
     const Payload& p = *call.reg->payload;
     absl::Status s;
-    if (options_.mode == WireMode::kNonSerialized) {
+    if (options_.mode == WireMode::kSerialized) s = ParseSerializedReply(call);
+    if (!s.ok()) {
+      // Reported below, naming the PS.
+    } else if (options_.mode == WireMode::kNonSerialized) {
       if (call.op == Op::kEcho) {
         SliceReader reader(call.response);
         auto header = ReadPayloadHeader(reader);
@@ -426,7 +397,7 @@ class GrpcClient final : public Client {
 
   ClientOptions options_;
   control::ControlClient control_;
-  std::vector<DataStubs> servers_;  // by PS, as control_'s
+  std::vector<std::unique_ptr<grpc::GenericStub>> servers_;  // by PS, as control_'s
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
   absl::flat_hash_set<Call*> in_flight_;

@@ -4,6 +4,7 @@
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
 
 #include <span>
 #include <string>
@@ -53,6 +54,44 @@ absl::StatusOr<uint64_t> CountBuffers(grpc::ByteBuffer* message) {
 }
 
 }  // namespace
+
+uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* checksums) {
+  using google::protobuf::io::CodedOutputStream;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < p.num_buffers(); ++i) {
+    const uint64_t len = p.buffer(i).size();
+    bytes += 1 + CodedOutputStream::VarintSize64(len) + len;  // tag, length, bytes
+  }
+  if (checksums != nullptr && !checksums->empty()) {  // packed fixed64
+    const uint64_t len = 8 * checksums->size();
+    bytes += 1 + CodedOutputStream::VarintSize64(len) + len;
+  }
+  return bytes;
+}
+
+grpc::ByteBuffer SerializePayload(const Payload& p, const std::vector<uint64_t>* checksums) {
+  // Register refuses what would not fit a gRPC message (under 2^31 bytes).
+  const int total = static_cast<int>(SerializedPayloadBytes(p, checksums));
+  grpc::ByteBuffer out;
+  grpc::ProtoBufferWriter writer(&out, grpc::kProtoBufferWriterMaxBufferLength, total);
+  {
+    google::protobuf::io::CodedOutputStream coded(&writer);
+    for (size_t i = 0; i < p.num_buffers(); ++i) {
+      const std::span<const std::byte> b = p.buffer(i);
+      WireFormatLite::WriteTag(wire::PayloadMessage::kBuffersFieldNumber,
+                               WireFormatLite::WIRETYPE_LENGTH_DELIMITED, &coded);
+      coded.WriteVarint32(static_cast<uint32_t>(b.size()));
+      coded.WriteRaw(b.data(), static_cast<int>(b.size()));
+    }
+    if (checksums != nullptr && !checksums->empty()) {
+      WireFormatLite::WriteTag(wire::PayloadMessage::kChecksumsFieldNumber,
+                               WireFormatLite::WIRETYPE_LENGTH_DELIMITED, &coded);
+      coded.WriteVarint32(static_cast<uint32_t>(8 * checksums->size()));
+      for (uint64_t c : *checksums) coded.WriteLittleEndian64(c);
+    }
+  }
+  return out;
+}
 
 absl::Status CheckSerializedShape(uint64_t message_bytes, uint64_t buffers) {
   if (buffers > kMaxBuffers) {

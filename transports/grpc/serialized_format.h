@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "payloads/payload.h"
 #include "psbench.pb.h"
 #include "transports/exchange.h"
 
@@ -28,6 +29,15 @@ inline constexpr uint64_t kParsedBytesPerBuffer = 72;
 // kParsedAllowance; with kMaxBuffers (raw_format.h) over all.
 inline constexpr uint64_t kParsedWireMultiple = 8;
 inline constexpr uint64_t kParsedAllowance = 256 * 1024;
+
+// The bytes of `p` serialized as a PayloadMessage, with checksums when `checksums` is given.
+uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* checksums);
+
+// `p` as a serialized PayloadMessage, byte for byte what protobuf makes of a message holding
+// its buffers (and `checksums`), written by protobuf's coded stream straight from the
+// payload's buffers into gRPC's slices: one copy, as serializing a message of tensors costs,
+// without first building that message (another copy).
+grpc::ByteBuffer SerializePayload(const Payload& p, const std::vector<uint64_t>* checksums);
 
 // OK when a PS accepts a serialized message of `buffers` buffers in `message_bytes` bytes
 // (the bounds above), else RESOURCE_EXHAUSTED saying why. A worker checks its payloads with
