@@ -180,6 +180,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"outstanding", s.outstanding},
       {"validate", s.validate},
       {"busy_poll", s.busy_poll},
+      {"grpc_tx_zerocopy", s.grpc_tx_zerocopy},
       {"ps", s.ps},
       {"num_workers", s.num_workers},
       {"worker_index", s.worker_index},
@@ -238,6 +239,7 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.outstanding = JsonIntegerField<int>(j, "outstanding");
     s.validate = j.at("validate").get<bool>();
     s.busy_poll = j.value("busy_poll", false);
+    s.grpc_tx_zerocopy = j.value("grpc_tx_zerocopy", uint64_t{0});
     s.ps = j.at("ps").get<std::vector<std::string>>();
     s.num_workers = JsonIntegerField<int>(j, "num_workers");
     s.worker_index = JsonIntegerField<int>(j, "worker_index");

@@ -114,6 +114,9 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.outstanding = absl::GetFlag(FLAGS_outstanding);
   s.validate = absl::GetFlag(FLAGS_validate);
   s.busy_poll = BusyPollFlag();
+  auto zerocopy = GrpcTxZerocopyFlag();
+  if (!zerocopy.ok()) return zerocopy.status();
+  s.grpc_tx_zerocopy = *zerocopy;
   auto rdma = RdmaOptionsFromFlags(s.busy_poll);
   if (!rdma.ok()) return rdma.status();
   s.rdma = *rdma;

@@ -78,6 +78,9 @@ int Main(int argc, char** argv) {
   options.port = port;
   options.threads = threads;
   options.busy_poll = BusyPollFlag();
+  auto zerocopy = GrpcTxZerocopyFlag();
+  if (!zerocopy.ok()) Die(kProgram, zerocopy.status(), kExitUsage);
+  options.grpc_tx_zerocopy = *zerocopy;
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;

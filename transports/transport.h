@@ -97,6 +97,8 @@ struct ClientOptions {
   // Spin on completions instead of sleeping (perftest's default): lower latency where waking
   // an idle CPU is slow, at the price of a whole core.
   bool busy_poll = false;
+  // gRPC: messages of at least this many bytes go out with MSG_ZEROCOPY; 0 never.
+  uint64_t grpc_tx_zerocopy = 0;
   RdmaOptions rdma;
   TlsOptions tls;
 };
@@ -206,6 +208,8 @@ struct ServerOptions {
   int port = 0;      // 0 picks a free port
   int threads = 1;   // completion-queue threads serving the data plane
   bool busy_poll = false;  // serving threads spin instead of sleeping
+  // gRPC: messages of at least this many bytes go out with MSG_ZEROCOPY; 0 never.
+  uint64_t grpc_tx_zerocopy = 0;
   // Process facts (CPU time, affinity, host) filled in by the PS binary; the transport adds
   // its own counters.
   std::function<ServerInfo()> describe_process;

@@ -1,9 +1,12 @@
-// --transport and --busy-poll: psbench-ps, psbench-worker and psbench run | ssh | slurm |
-// mpirun accept both, so they are declared once, here.
+// --transport, --busy-poll and --grpc-tx-zerocopy: psbench-ps, psbench-worker and psbench
+// run | ssh | slurm | mpirun accept them, so they are declared once, here.
 #ifndef PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
 #define PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
 
+#include <cstdint>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace psbench {
 
@@ -14,6 +17,9 @@ inline constexpr char kTransportFlagsFile[] = "/transports/transport_flags.cc";
 std::string TransportFlag();
 // --busy-poll.
 bool BusyPollFlag();
+// --grpc-tx-zerocopy: the smallest message gRPC sends with MSG_ZEROCOPY, 0 for never;
+// INVALID_ARGUMENT above 1 GiB.
+absl::StatusOr<uint64_t> GrpcTxZerocopyFlag();
 
 }  // namespace psbench
 

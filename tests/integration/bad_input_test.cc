@@ -245,6 +245,10 @@ const std::vector<BadInput> kScenarioCases = {
     // Flags that would change nothing about the run are refused, saying where they apply.
     {"ModeOnVerbs", {}, {"--transport=grpc+verbs", "--mode=serialized"}, {"--mode", "applies to grpc only"}},
     {"ModeOnMpi", {}, {"--transport=grpc+mpi", "--mode=non-serialized"}, {"--mode", "applies to grpc only"}},
+    {"TxZerocopyOnVerbs", {}, {"--transport=grpc+verbs", "--grpc-tx-zerocopy=16K"},
+     {"--grpc-tx-zerocopy", "applies to grpc only"}},
+    {"TxZerocopyOverOneGiB", {}, {"--grpc-tx-zerocopy=2G"}, {"--grpc-tx-zerocopy=2GiB", "at most 1GiB"}},
+    {"TxZerocopyNotASize", {}, {"--grpc-tx-zerocopy=lots"}, {"--grpc-tx-zerocopy=lots"}},
     {"RdmaFlagOnGrpc", {}, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
     {"WindowWithLatency", {}, {"--window=4"}, {"--window", "--benchmark=bandwidth"}},
     {"OutstandingWithLatency", {}, {"--outstanding=4"}, {"--outstanding", "--benchmark=throughput"}},
@@ -431,6 +435,9 @@ const std::vector<BadInput> kPsCases = {
     {"RdmaTinySlot", Tool::kPs, {"--rdma-slot-size=100"}, {"--rdma-slot-size"}},
     {"RdmaFlagOnGrpc", Tool::kPs, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
     {"ThreadsOnVerbs", Tool::kPs, {"--transport=grpc+verbs", "--threads=2"}, {"--threads", "applies to grpc only"}},
+    {"TxZerocopyOnMpi", Tool::kPs, {"--transport=grpc+mpi", "--grpc-tx-zerocopy=1K"},
+     {"--grpc-tx-zerocopy", "applies to grpc only"}},
+    {"TxZerocopyOverOneGiB", Tool::kPs, {"--grpc-tx-zerocopy=2G"}, {"--grpc-tx-zerocopy=2GiB", "at most 1GiB"}},
 };
 
 std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }

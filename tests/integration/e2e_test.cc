@@ -522,6 +522,22 @@ TEST_F(E2ETest, RunHandsItsWorkerTheWholeScenario) {
   EXPECT_EQ(cfg.value("categories", ""), "S,L");
 }
 
+// gRPC's transmit zero-copy on both ends (psbench run hands it to the PS too): every byte
+// still checked, in both wire modes, and the records say which threshold ran.
+TEST_F(E2ETest, RunWithTxZerocopyMovesEveryByteAndSaysSo) {
+  for (const char* mode : {"--mode=non-serialized", "--mode=serialized"}) {
+    SCOPED_TRACE(mode);
+    auto records = RunForRecords(RunArgv({"--benchmark=bandwidth", mode, "--validate", "--sizes=1K:64K",
+                                          "--warmup-iterations=2", "--iterations=20",
+                                          "--grpc-tx-zerocopy=16K"}));
+    ASSERT_EQ(records.size(), 7u);
+    for (const Json& r : records) EXPECT_EQ(r["config"].value("grpc_tx_zerocopy", 0), 16384) << r.dump();
+  }
+  auto plain = RunForRecords(RunArgv({"--benchmark=latency", "--sizes=32:32", "--iterations=5"}));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0]["config"].value("grpc_tx_zerocopy", -1), 0) << "off unless asked";
+}
+
 // A user's own malloc tuning stands, and the records say so.
 TEST_F(E2ETest, GlibcTunablesKeepTheUsersAllocatorPolicy) {
   Argv argv = RunArgv({"--benchmark=latency", "--sizes=1M:1M", "--iterations=20"});

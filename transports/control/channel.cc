@@ -15,8 +15,9 @@ void DropGrpcLog(gpr_log_func_args*) {}
 
 }  // namespace
 
-grpc::ChannelArguments PsbenchChannelArguments() {
+grpc::ChannelArguments PsbenchChannelArguments(uint64_t tx_zerocopy) {
   grpc::ChannelArguments args;
+  TxZerocopyArguments(tx_zerocopy, [&args](const char* name, int value) { args.SetInt(name, value); });
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -29,16 +30,17 @@ grpc::ChannelArguments PsbenchChannelArguments() {
   return args;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const TlsOptions& tls,
+                                           uint64_t tx_zerocopy) {
   if (!tls.enabled()) {
     return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                     PsbenchChannelArguments());
+                                     PsbenchChannelArguments(tx_zerocopy));
   }
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = tls.ca_pem;  // empty: the system's roots
   ssl.pem_private_key = tls.key_pem;
   ssl.pem_cert_chain = tls.cert_pem;
-  grpc::ChannelArguments args = PsbenchChannelArguments();
+  grpc::ChannelArguments args = PsbenchChannelArguments(tx_zerocopy);
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
 }

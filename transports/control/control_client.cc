@@ -15,7 +15,7 @@ ControlClient::ControlClient(const ClientOptions& options) : options_(options) {
   for (const auto& address : options.servers) {
     Ps s;
     s.address = address;
-    s.channel = MakeChannel(address, options.tls);
+    s.channel = MakeChannel(address, options.tls, options.grpc_tx_zerocopy);
     s.control = wire::PsControl::NewStub(s.channel);
     servers_.push_back(std::move(s));
   }

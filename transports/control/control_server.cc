@@ -96,6 +96,8 @@ absl::StatusOr<int> ControlServer::Start() {
   builder.SetMaxSendMessageSize(INT_MAX);
   // Without this, Linux lets a second PS bind the same port and steal half the connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  TxZerocopyArguments(options_.grpc_tx_zerocopy,
+                      [&builder](const char* name, int value) { builder.AddChannelArgument(name, value); });
   if (data_plane_.generic != nullptr) builder.RegisterAsyncGenericService(data_plane_.generic);
   builder.RegisterService(&control_service_);
   for (grpc::Service* service : data_plane_.services) builder.RegisterService(service);
