@@ -21,7 +21,7 @@ for rep in $(seq "$repeat"); do
     for i in "${!sets[@]}"; do
       read -r -a flags <<<"${sets[$i]}"
       echo "# repetition $rep, server CPU $server, client CPU $client: ${sets[$i]}" >&2
-      json="$out/${server}-${client}-${i}.jsonl"
+      json="$out/${server}_${client}_${i}.jsonl"
       "$build/bin/psbench" run --ps-cpu="$server" --worker-cpu="$client" --json="$json" "${flags[@]}" \
         --benchmark=latency --sizes=32:16M --iterations=300 --warmup-iterations=30 >/dev/null
       "$build/bin/psbench" run --ps-cpu="$server" --worker-cpu="$client" --json="$json" "${flags[@]}" \
@@ -35,7 +35,7 @@ out = sys.argv[1]
 sets = os.environ["SETS"].rstrip("|").split("|")
 cells = collections.defaultdict(list)  # (placement, set, benchmark, bytes) -> values
 for path in glob.glob(os.path.join(out, "*.jsonl")):
-    server, client, index = os.path.basename(path)[:-len(".jsonl")].split("-")
+    server, client, index = os.path.basename(path)[:-len(".jsonl")].split("_")
     for line in open(path):
         r = json.loads(line)
         value = r["latency_us"]["p50"] if r["benchmark"] == "latency" else r["mb_per_s"]

@@ -121,6 +121,11 @@ absl::Status ValidateScenario(const Scenario& s) {
                                                    s.sweep->second, ": ", st.message()));
   }
   if (s.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup must be >= 0");
+  // As the flag checks it (a scenario file's value has not been through the flag).
+  if (s.grpc_tx_zerocopy > (uint64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy,
+                                                   " must be 0 (off) or at most 1GiB"));
+  }
   if (s.warmup_iterations < -1) {
     return absl::InvalidArgumentError("--warmup-iterations must be >= 0");
   }
@@ -192,7 +197,10 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
   };
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
   // Only where they apply: a record names no mode its transport ignores.
-  if (!TransportHonoursMode(s.transport)) j.erase("mode");
+  if (!TransportHonoursMode(s.transport)) {
+    j.erase("mode");
+    j.erase("grpc_tx_zerocopy");
+  }
   if (TransportHas(s.transport, &TransportTraits::takes_rdma_options)) {
     j["rdma"] = RdmaOptionsToJson(s.rdma);
   }
@@ -239,7 +247,7 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.outstanding = JsonIntegerField<int>(j, "outstanding");
     s.validate = j.at("validate").get<bool>();
     s.busy_poll = j.value("busy_poll", false);
-    s.grpc_tx_zerocopy = j.value("grpc_tx_zerocopy", uint64_t{0});
+    if (j.contains("grpc_tx_zerocopy")) s.grpc_tx_zerocopy = JsonIntegerField<uint64_t>(j, "grpc_tx_zerocopy");
     s.ps = j.at("ps").get<std::vector<std::string>>();
     s.num_workers = JsonIntegerField<int>(j, "num_workers");
     s.worker_index = JsonIntegerField<int>(j, "worker_index");

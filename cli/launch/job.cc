@@ -309,7 +309,10 @@ std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s
   }
   if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
   if (s.busy_poll) argv.push_back("--busy-poll");
-  if (s.grpc_tx_zerocopy > 0) argv.push_back(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy));
+  // A --transports comparison carries it to every entry; only grpc's PS takes it.
+  if (s.grpc_tx_zerocopy > 0 && TransportHonoursMode(s.transport)) {
+    argv.push_back(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy));
+  }
   if (s.transport == "grpc+verbs") {
     for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
   }

@@ -116,17 +116,22 @@ TEST_F(MpiTest, SizeSweepFromBytesToMegabytes) {
   EXPECT_EQ(records.back()["payload_bytes"], 4u << 20);
 }
 
+// With a grpc-only option given (it applies to the grpc entry): the grpc+mpi entry runs
+// without it, and only the grpc record carries it.
 TEST_F(MpiTest, ComparedWithGrpc) {
   TempDir tmp;
   RunResult r = RunCommand(RunArgv({"--transports=grpc,grpc+mpi", "--benchmark=bandwidth",
                                     "--iterations=50", "--warmup-iterations=5",
-                                    "--json=" + tmp.File("r.jsonl")}),
+                                    "--grpc-tx-zerocopy=16K", "--json=" + tmp.File("r.jsonl")}),
                            seconds(90));
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_NE(r.out.find("grpc+mpi / grpc"), std::string::npos) << r.Describe();
   int comparisons = 0;
   for (const Json& rec : ReadJsonLines(tmp.File("r.jsonl"))) {
     if (rec.value("kind", "") == "comparison") ++comparisons;
+    if (rec.contains("config")) {
+      EXPECT_EQ(rec["config"].contains("grpc_tx_zerocopy"), rec.value("transport", "") == "grpc") << rec.dump();
+    }
   }
   EXPECT_EQ(comparisons, 1);
 }

@@ -190,7 +190,7 @@ class GrpcClient final : public Client {
             ? grpc::SerializationTraits<wire::AckMessage>::Deserialize(&call.response, &call.ack_reply)
             : grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&call.response, &call.echo_reply);
     if (parsed.ok()) return absl::OkStatus();
-    return absl::DataLossError(absl::StrCat("the reply is not a ",
+    return absl::DataLossError(absl::StrCat(Method(call.op), ": the reply is not a ",
                                             call.op == Op::kPush ? "AckMessage" : "PayloadMessage", " (",
                                             parsed.error_message(), ")"));
   }

@@ -72,6 +72,10 @@ uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* c
 grpc::ByteBuffer SerializePayload(const Payload& p, const std::vector<uint64_t>* checksums) {
   // Register refuses what would not fit a gRPC message (under 2^31 bytes).
   const int total = static_cast<int>(SerializedPayloadBytes(p, checksums));
+  if (total == 0) {  // gRPC's writer cannot hand out zero bytes
+    grpc::Slice empty;
+    return grpc::ByteBuffer(&empty, 1);
+  }
   grpc::ByteBuffer out;
   grpc::ProtoBufferWriter writer(&out, grpc::kProtoBufferWriterMaxBufferLength, total);
   {
