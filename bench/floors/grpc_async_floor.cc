@@ -102,44 +102,15 @@ std::unique_ptr<ProtoClientCall<Reply>> NextProto(grpc::CompletionQueue& cq, con
 }  // namespace
 
 int RunAsyncServer(int32_t port, bool once) {
-  // Stop signals are blocked before gRPC starts threads (they inherit the mask) and taken
-  // by a thread of their own, which stops the server; the main thread drives the queue.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
   Baseline::AsyncService service;
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(fmt::format("127.0.0.1:{}", port), grpc::InsecureServerCredentials(), &selected_port);
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
-  announce_listening(selected_port);
-
-  // Before the queue can be shut down.
-  new EchoCall(&service, cq.get(), once);
-  new PushCall(&service, cq.get(), once);
-  new ByeCall(&service, cq.get(), once);
-  std::thread stopper([&] {
-    int sig = 0;
-    sigwait(&stop, &sig);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    cq->Shutdown();
-  });
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq->Next(&tag, &ok)) static_cast<AsyncServerCall*>(tag)->Proceed(ok);
-  stopper.join();
-  server->Wait();
-  return 0;
+  return ServeOnOneQueue(
+      port, [&service](grpc::ServerBuilder& builder) { builder.RegisterService(&service); },
+      [&service, once](grpc::ServerCompletionQueue* cq) {
+        new EchoCall(&service, cq, once);
+        new PushCall(&service, cq, once);
+        new ByeCall(&service, cq, once);
+      },
+      [](void* tag, bool ok) { static_cast<AsyncServerCall*>(tag)->Proceed(ok); });
 }
 
 int RunAsyncClient(const ClientOptions& opts) {

@@ -1,6 +1,11 @@
 #include "grpc_channel.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
+#include <climits>
+#include <thread>
 
 #include "floor_common.h"
 #include "fmt/core.h"
@@ -18,6 +23,45 @@ std::shared_ptr<grpc::Channel> ConnectedChannel(const std::string& target) {
     if (!channel->WaitForStateChange(state, deadline)) usage_error(fmt::format("cannot connect to {}: timed out", target));
   }
   return channel;
+}
+
+int ServeOnOneQueue(int32_t port, const std::function<void(grpc::ServerBuilder&)>& add_service,
+                    const std::function<void(grpc::ServerCompletionQueue*)>& post,
+                    const std::function<void(void*, bool)>& proceed) {
+  // Stop signals are blocked before gRPC starts threads (they inherit the mask) and taken
+  // by a thread of their own, which stops the server; the calling thread drives the queue.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(fmt::format("127.0.0.1:{}", port), grpc::InsecureServerCredentials(), &selected_port);
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
+  add_service(builder);
+  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
+  announce_listening(selected_port);
+
+  post(cq.get());  // before the queue can be shut down
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    cq->Shutdown();
+  });
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) proceed(tag, ok);
+  stopper.join();
+  server->Wait();
+  return 0;
 }
 
 }  // namespace psbench::floors

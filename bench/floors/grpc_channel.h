@@ -1,9 +1,12 @@
-// The channel both gRPC floors (--api=unary and --api=generic) dial their server with.
+// What the gRPC floors share: the channel they dial with, and the one-queue server loop of
+// the async ones (--api=generic and --api=async).
 #ifndef PSBENCH_BENCH_FLOORS_GRPC_CHANNEL_H_
 #define PSBENCH_BENCH_FLOORS_GRPC_CHANNEL_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,6 +16,14 @@ namespace psbench::floors {
 // keeps connection setup out of the warmup and turns a refused connection into a usage error
 // (exit 2) rather than a failed first call.
 std::shared_ptr<grpc::Channel> ConnectedChannel(const std::string& target);
+
+// An async floor server on 127.0.0.1:port with one completion queue, driven by the calling
+// thread until SIGTERM, SIGINT or SIGUSR1 (a --once server's Bye): `add_service` registers
+// its service, `post` posts its first calls, `proceed(tag, ok)` takes each event. Returns
+// the exit code.
+int ServeOnOneQueue(int32_t port, const std::function<void(grpc::ServerBuilder&)>& add_service,
+                    const std::function<void(grpc::ServerCompletionQueue*)>& post,
+                    const std::function<void(void*, bool)>& proceed);
 
 }  // namespace psbench::floors
 

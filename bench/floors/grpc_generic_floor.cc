@@ -133,41 +133,11 @@ class GenericClient {
 }  // namespace
 
 int RunGenericServer(int32_t port, bool once) {
-  // Stop signals are blocked before gRPC starts threads (they inherit the mask) and taken
-  // by a thread of their own, which stops the server; the main thread drives the queue.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
   grpc::AsyncGenericService service;
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(fmt::format("127.0.0.1:{}", port), grpc::InsecureServerCredentials(), &selected_port);
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
-  builder.RegisterAsyncGenericService(&service);
-  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
-  announce_listening(selected_port);
-
-  new Call(&service, cq.get(), once);  // before the queue can be shut down
-  std::thread stopper([&] {
-    int sig = 0;
-    sigwait(&stop, &sig);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    cq->Shutdown();
-  });
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
-  stopper.join();
-  server->Wait();
-  return 0;
+  return ServeOnOneQueue(
+      port, [&service](grpc::ServerBuilder& builder) { builder.RegisterAsyncGenericService(&service); },
+      [&service, once](grpc::ServerCompletionQueue* cq) { new Call(&service, cq, once); },
+      [](void* tag, bool ok) { static_cast<Call*>(tag)->Proceed(ok); });
 }
 
 int RunGenericClient(const ClientOptions& opts) {
