@@ -100,11 +100,17 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
       std::memcpy(params_[i - 1].data(), request[i].data(), request[i].size());
     }
   }
-  momentum_.assign(params_.size(), {});
-  sum_.assign(params_.size(), {});
-  for (size_t i = 0; i < params_.size(); ++i) {
-    momentum_[i].assign(params_[i].size(), 0.f);
-    sum_[i].assign(params_[i].size(), 0.f);
+  // Only what the run uses: momentum buffers with momentum, sums for a sync step of several
+  // workers (each is a copy of the model).
+  momentum_.clear();
+  sum_.clear();
+  if (h.momentum != 0.f) {
+    momentum_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) momentum_[i].assign(params_[i].size(), 0.f);
+  }
+  if ((h.flags & ExchangeHeader::kSync) && h.num_workers > 1) {
+    sum_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) sum_[i].resize(params_[i].size());
   }
   step_ = 0;
   arrived_.assign(h.num_workers, false);
@@ -113,29 +119,93 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   accounting_.assign(h.num_workers, {});
 }
 
-void ParamStore::Apply(size_t t, std::span<const float> gradient, uint32_t divisor) {
-  // SGD with momentum as PyTorch applies it: v = mu v + g; w -= lr v.
-  const float lr = config_.learning_rate, mu = config_.momentum;
-  float* w = params_[t].data();
-  float* v = momentum_[t].data();
-  const float* g = gradient.data();
-  const size_t n = params_[t].size();
-  if ((divisor & (divisor - 1)) == 0) {
-    // 1/divisor is exact: multiplying is dividing.
-    const float scale = 1.f / static_cast<float>(divisor);
-    for (size_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + scale * g[i];
-      w[i] -= lr * v[i];
+namespace {
+
+// One pass over a tensor (memory-bound: every stream it touches costs a pass over the model's
+// bytes). The step is g, or sum + g when the sync step's last worker adds its own gradient, over
+// the divisor; with momentum it goes through v as PyTorch's SGD does (v = mu v + g; w -= lr v),
+// without it v is never touched (PyTorch keeps no buffer then either). The new values go to
+// `out` as well when the reply has a place for them, which may be the request's own gradient
+// memory (`out` == `g`: each element is read before it is written, in the same iteration).
+template <bool kSum, bool kMomentum, bool kDivide, bool kOut>
+void SgdKernel(float* __restrict w, float* __restrict v, const float* sum, const float* g, float* out,
+               size_t n, float lr, float mu, float divisor_or_scale) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    float step = kSum ? sum[i] + g[i] : g[i];
+    step = kDivide ? step / divisor_or_scale : divisor_or_scale * step;
+    if constexpr (kMomentum) {
+      step = mu * v[i] + step;
+      v[i] = step;
     }
-  } else {
-    // The mean correctly rounded (a sum of W integers that is a multiple of W gives exactly
-    // that integer, which multiplying by an inexact 1/W does not promise).
-    const float d = static_cast<float>(divisor);
-    for (size_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + g[i] / d;
-      w[i] -= lr * v[i];
-    }
+    const float nw = w[i] - lr * step;
+    w[i] = nw;
+    if constexpr (kOut) out[i] = nw;
   }
+}
+
+template <bool kSum, bool kMomentum, bool kDivide>
+void SgdKernel(float* w, float* v, const float* sum, const float* g, float* out, size_t n, float lr,
+               float mu, float divisor_or_scale) {
+  if (out != nullptr) {
+    SgdKernel<kSum, kMomentum, kDivide, true>(w, v, sum, g, out, n, lr, mu, divisor_or_scale);
+  } else {
+    SgdKernel<kSum, kMomentum, kDivide, false>(w, v, sum, g, out, n, lr, mu, divisor_or_scale);
+  }
+}
+
+template <bool kSum>
+void SgdKernel(float* w, float* v, const float* sum, const float* g, float* out, size_t n, float lr,
+               float mu, uint32_t divisor) {
+  // 1/divisor is exact for a power of two: multiplying is dividing. Otherwise divide, so that
+  // the mean is correctly rounded (a sum of W integers that is a multiple of W gives exactly
+  // that integer, which multiplying by an inexact 1/W does not promise).
+  const bool divide = (divisor & (divisor - 1)) != 0;
+  const float d = divide ? static_cast<float>(divisor) : 1.f / static_cast<float>(divisor);
+  if (mu != 0.f) {
+    if (divide) SgdKernel<kSum, true, true>(w, v, sum, g, out, n, lr, mu, d);
+    else SgdKernel<kSum, true, false>(w, v, sum, g, out, n, lr, mu, d);
+  } else {
+    if (divide) SgdKernel<kSum, false, true>(w, v, sum, g, out, n, lr, mu, d);
+    else SgdKernel<kSum, false, false>(w, v, sum, g, out, n, lr, mu, d);
+  }
+}
+
+// Where the reply's tensor t can take floats directly (aligned, the tensor's size), else null.
+float* FloatsOut(std::span<const std::span<std::byte>> reply, size_t t, size_t n) {
+  if (t + 1 >= reply.size() || n == 0) return nullptr;
+  const std::span<std::byte> b = reply[t + 1];
+  if (b.size() != n * sizeof(float) || reinterpret_cast<uintptr_t>(b.data()) % alignof(float) != 0)
+    return nullptr;
+  return reinterpret_cast<float*>(b.data());
+}
+
+}  // namespace
+
+void ParamStore::Apply(size_t t, const float* sum, std::span<const float> gradient, uint32_t divisor,
+                       std::span<const std::span<std::byte>> reply) {
+  const size_t n = params_[t].size();
+  float* w = params_[t].data();
+  float* v = momentum_.empty() ? nullptr : momentum_[t].data();
+  float* out = FloatsOut(reply, t, n);
+  const float lr = config_.learning_rate, mu = config_.momentum;
+  if (sum != nullptr) SgdKernel<true>(w, v, sum, gradient.data(), out, n, lr, mu, divisor);
+  else SgdKernel<false>(w, v, nullptr, gradient.data(), out, n, lr, mu, divisor);
+  // A reply that cannot take floats in place gets a copy.
+  if (out == nullptr && t + 1 < reply.size() && !reply[t + 1].empty())
+    std::memcpy(reply[t + 1].data(), w, reply[t + 1].size());
+}
+
+void ParamStore::Accumulate(size_t t, std::span<const float> gradient, bool first) {
+  float* sum = sum_[t].data();
+  const float* g = gradient.data();
+  const size_t n = gradient.size();
+  if (first) {
+    if (n > 0) std::memcpy(sum, g, n * sizeof(float));
+    return;
+  }
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) sum[i] += g[i];
 }
 
 void ParamStore::CopyParams(std::span<const std::span<std::byte>> reply) const {
@@ -179,10 +249,10 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
             (h.flags & ExchangeHeader::kSync) ? "sync" : "async", "); the PS's run has ",
             config_.num_workers, " (", (config_.flags & ExchangeHeader::kSync) ? "sync" : "async", ")"));
       } else if (!(config_.flags & ExchangeHeader::kSync)) {
-        for (size_t t = 0; t < params_.size(); ++t) Apply(t, Floats(request[t + 1], &scratch_), 1);
+        for (size_t t = 0; t < params_.size(); ++t)
+          Apply(t, nullptr, Floats(request[t + 1], &scratch_), 1, reply);
         ++updates_;
         Account(h.worker, h.step);
-        CopyParams(reply);
         ReplyHeader(h, reply);
       } else if (h.step != step_) {
         status = absl::FailedPreconditionError(absl::StrCat(
@@ -191,11 +261,7 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
         status = absl::FailedPreconditionError(
             absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
       } else {
-        for (size_t t = 0; t < params_.size(); ++t) {
-          const std::span<const float> g = Floats(request[t + 1], &scratch_);
-          float* sum = sum_[t].data();
-          for (size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
-        }
+        const bool last = arrived_count_ + 1 == static_cast<int>(config_.num_workers);
         arrived_[h.worker] = true;
         ++arrived_count_;
         Pending p;
@@ -203,19 +269,26 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
         p.header = h;
         p.done = std::move(done);
         pending_.push_back(std::move(p));
-        if (arrived_count_ < static_cast<int>(config_.num_workers)) return;  // held
-        // The last worker of the step: apply the mean gradient, answer everyone.
-        for (size_t t = 0; t < params_.size(); ++t)
-          Apply(t, sum_[t], config_.num_workers);
+        if (!last) {
+          for (size_t t = 0; t < params_.size(); ++t)
+            Accumulate(t, Floats(request[t + 1], &scratch_), arrived_count_ == 1);
+          return;  // held
+        }
+        // The last worker of the step: apply the mean gradient (the others' sum plus its own,
+        // added in arrival order, in the same pass), answer everyone.
+        for (size_t t = 0; t < params_.size(); ++t) {
+          Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Floats(request[t + 1], &scratch_),
+                config_.num_workers, reply);
+        }
         ++updates_;
         for (uint32_t w = 0; w < config_.num_workers; ++w) Account(w, step_);
-        for (auto& s : sum_) std::fill(s.begin(), s.end(), 0.f);
         ++step_;
         arrived_.assign(config_.num_workers, false);
         arrived_count_ = 0;
-        for (Pending& q : pending_) {
-          CopyParams(q.reply_copy);
-          ReplyHeader(q.header, q.reply_copy);
+        for (size_t i = 0; i < pending_.size(); ++i) {
+          // The last one's reply (this call's) was written by Apply.
+          if (i + 1 < pending_.size()) CopyParams(pending_[i].reply_copy);
+          ReplyHeader(pending_[i].header, pending_[i].reply_copy);
         }
         ready.swap(pending_);
       }

@@ -41,8 +41,12 @@ class ParamStore final : public ExchangeHandler {
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
   void Reset(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request);
-  // SGD on tensor t with gradient / divisor (the mean of `divisor` workers' sum).
-  void Apply(size_t t, std::span<const float> gradient, uint32_t divisor);
+  // SGD on tensor t with (sum + gradient) / divisor (sum may be null), the new values also
+  // written into the reply's tensor t.
+  void Apply(size_t t, const float* sum, std::span<const float> gradient, uint32_t divisor,
+             std::span<const std::span<std::byte>> reply);
+  // A sync step's gradient added to (first: copied into) sum_[t].
+  void Accumulate(size_t t, std::span<const float> gradient, bool first);
   void CopyParams(std::span<const std::span<std::byte>> reply) const;
   // Writes the reply's header: the request's, with the updates applied so far.
   void ReplyHeader(const ExchangeHeader& h, std::span<const std::span<std::byte>> reply) const;

@@ -32,6 +32,13 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
 }
 
 // A(w, s) and B(t, i) of the gradient 1 + ((A + B) mod 4); the initial value P(t, i).
+// A step's gradient of one tensor: 1 + ((A + B) mod 4), times `unit`. A pass over the model
+// every step, so vectorised (the PS's SGD is the same length).
+void FillGradient(float* __restrict g, const uint8_t* __restrict codes, uint64_t n, uint32_t a, float unit) {
+#pragma omp simd
+  for (uint64_t i = 0; i < n; ++i) g[i] = unit * static_cast<float>(1 + ((a + codes[i]) & 3));
+}
+
 uint32_t StepCode(uint64_t seed, uint64_t worker, uint64_t step) {
   return static_cast<uint32_t>(Mix(Mix(seed ^ 0xA5A5A5A5ULL) + worker * 0x9E3779B97F4A7C15ULL + step) & 3);
 }
@@ -151,9 +158,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   for (int step = 0; step < settings.steps; ++step) {
     const uint32_t a = StepCode(seed, me, static_cast<uint64_t>(step));
     for (size_t t = 0; t < elements.size(); ++t) {
-      float* g = ps.outgoing(static_cast<int>(t));
-      const uint8_t* b = codes[t].data();
-      for (uint64_t i = 0; i < elements[t]; ++i) g[i] = unit * static_cast<float>(1 + ((a + b[i]) & 3));
+      FillGradient(ps.outgoing(static_cast<int>(t)), codes[t].data(), elements[t], a, unit);
       pushed_bytes += tensor_bytes[t];
     }
     if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step)); !s.ok()) fail(s);
