@@ -109,6 +109,11 @@ absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports
         "--", threads_flag, " applies to ", TransportsWith(&TransportTraits::threaded_data_plane),
         " only (the other transports poll their data plane on threads of their own)"));
   }
+  if (FlagWasSet("grpc-api") && !AnyTransport(transports, &TransportTraits::honours_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc-api applies to ", TransportsWith(&TransportTraits::honours_mode),
+        " only (the other transports' payloads do not go over gRPC)"));
+  }
   if (FlagWasSet("grpc-tx-zerocopy") && !AnyTransport(transports, &TransportTraits::honours_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc-tx-zerocopy applies to ", TransportsWith(&TransportTraits::honours_mode),

@@ -186,6 +186,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"validate", s.validate},
       {"busy_poll", s.busy_poll},
       {"grpc_tx_zerocopy", s.grpc_tx_zerocopy},
+      {"grpc_api", std::string(GrpcApiName(s.grpc_api))},
       {"ps", s.ps},
       {"num_workers", s.num_workers},
       {"worker_index", s.worker_index},
@@ -200,6 +201,7 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
   if (!TransportHonoursMode(s.transport)) {
     j.erase("mode");
     j.erase("grpc_tx_zerocopy");
+    j.erase("grpc_api");
   }
   if (TransportHas(s.transport, &TransportTraits::takes_rdma_options)) {
     j["rdma"] = RdmaOptionsToJson(s.rdma);
@@ -248,6 +250,11 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
     s.validate = j.at("validate").get<bool>();
     s.busy_poll = j.value("busy_poll", false);
     if (j.contains("grpc_tx_zerocopy")) s.grpc_tx_zerocopy = JsonIntegerField<uint64_t>(j, "grpc_tx_zerocopy");
+    if (j.contains("grpc_api")) {
+      auto api = ParseGrpcApi(j.at("grpc_api").get<std::string>());
+      if (!api.ok()) return api.status();
+      s.grpc_api = *api;
+    }
     s.ps = j.at("ps").get<std::vector<std::string>>();
     s.num_workers = JsonIntegerField<int>(j, "num_workers");
     s.worker_index = JsonIntegerField<int>(j, "worker_index");

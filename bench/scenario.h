@@ -48,6 +48,7 @@ struct Scenario {
   bool validate = false;
   bool busy_poll = false;  // the worker spins on completions instead of sleeping
   uint64_t grpc_tx_zerocopy = 0;  // grpc: MSG_ZEROCOPY from this message size; 0 never
+  GrpcApi grpc_api = GrpcApi::kCompletionQueue;  // grpc: which gRPC API makes the calls
   RdmaOptions rdma;        // grpc+verbs only
   bool tls = false;        // gRPC TLS on (from the --tls-* flags, not the scenario file)
 

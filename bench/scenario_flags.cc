@@ -117,6 +117,9 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   auto zerocopy = GrpcTxZerocopyFlag();
   if (!zerocopy.ok()) return zerocopy.status();
   s.grpc_tx_zerocopy = *zerocopy;
+  auto api = GrpcApiFlag();
+  if (!api.ok()) return api.status();
+  s.grpc_api = *api;
   auto rdma = RdmaOptionsFromFlags(s.busy_poll);
   if (!rdma.ok()) return rdma.status();
   s.rdma = *rdma;

@@ -81,6 +81,9 @@ int Main(int argc, char** argv) {
   auto zerocopy = GrpcTxZerocopyFlag();
   if (!zerocopy.ok()) Die(kProgram, zerocopy.status(), kExitUsage);
   options.grpc_tx_zerocopy = *zerocopy;
+  auto api = GrpcApiFlag();
+  if (!api.ok()) Die(kProgram, api.status(), kExitUsage);
+  options.grpc_api = *api;
   auto rdma = RdmaOptionsFromFlags(options.busy_poll);
   if (!rdma.ok()) Die(kProgram, rdma.status(), kExitUsage);
   options.rdma = *rdma;

@@ -36,6 +36,15 @@ absl::StatusOr<WireMode> ParseWireMode(absl::string_view text) {
       "--mode=", std::string(text), " is not a mode; use serialized or non-serialized"));
 }
 
+absl::string_view GrpcApiName(GrpcApi api) { return api == GrpcApi::kCallback ? "callback" : "cq"; }
+
+absl::StatusOr<GrpcApi> ParseGrpcApi(absl::string_view text) {
+  if (text == "cq") return GrpcApi::kCompletionQueue;
+  if (text == "callback") return GrpcApi::kCallback;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--grpc-api=", std::string(text), " is not one of gRPC's APIs; use cq or callback"));
+}
+
 namespace {
 
 // One row per transport built in: its name and how to make each side.

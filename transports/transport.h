@@ -31,6 +31,14 @@ enum class WireMode {
 absl::string_view WireModeName(WireMode mode);  // "non-serialized" | "serialized"
 absl::StatusOr<WireMode> ParseWireMode(absl::string_view text);
 
+// Which of gRPC's C++ APIs the grpc transport makes and serves its data calls with.
+enum class GrpcApi {
+  kCompletionQueue,  // completion queues polled by psbench's own threads (the default)
+  kCallback,         // gRPC 1.51's callback API: reactors run on gRPC's threads
+};
+absl::string_view GrpcApiName(GrpcApi api);  // "cq" | "callback"
+absl::StatusOr<GrpcApi> ParseGrpcApi(absl::string_view text);
+
 // Operations a worker starts on a PS.
 enum class Op {
   kEcho,      // the PS sends the payload back (latency)
@@ -99,6 +107,7 @@ struct ClientOptions {
   bool busy_poll = false;
   // gRPC: messages of at least this many bytes go out with MSG_ZEROCOPY; 0 never.
   uint64_t grpc_tx_zerocopy = 0;
+  GrpcApi grpc_api = GrpcApi::kCompletionQueue;  // gRPC: which of its APIs makes the calls
   RdmaOptions rdma;
   TlsOptions tls;
 };
@@ -210,6 +219,7 @@ struct ServerOptions {
   bool busy_poll = false;  // serving threads spin instead of sleeping
   // gRPC: messages of at least this many bytes go out with MSG_ZEROCOPY; 0 never.
   uint64_t grpc_tx_zerocopy = 0;
+  GrpcApi grpc_api = GrpcApi::kCompletionQueue;  // gRPC: which of its APIs serves the calls
   // Process facts (CPU time, affinity, host) filled in by the PS binary; the transport adds
   // its own counters.
   std::function<ServerInfo()> describe_process;

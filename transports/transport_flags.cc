@@ -17,10 +17,17 @@ ABSL_FLAG(psbench::ByteSize, grpc_tx_zerocopy, psbench::ByteSize{0},
           "TCP transmit zero-copy channel argument and its byte threshold), on the PS and "
           "the workers; 0 = off, gRPC's default (docs/transports.md)");
 
+ABSL_FLAG(std::string, grpc_api, "cq",
+          "grpc: which gRPC C++ API makes and serves the data calls, on the PS and the workers: "
+          "cq (completion queues that psbench's own threads poll) or callback (gRPC 1.51's "
+          "callback API, run on gRPC's threads) (docs/transports.md)");
+
 namespace psbench {
 
 std::string TransportFlag() { return absl::GetFlag(FLAGS_transport); }
 bool BusyPollFlag() { return absl::GetFlag(FLAGS_busy_poll); }
+
+absl::StatusOr<GrpcApi> GrpcApiFlag() { return ParseGrpcApi(absl::GetFlag(FLAGS_grpc_api)); }
 
 absl::StatusOr<uint64_t> GrpcTxZerocopyFlag() {
   const uint64_t bytes = absl::GetFlag(FLAGS_grpc_tx_zerocopy).bytes;

@@ -1,4 +1,4 @@
-// --transport, --busy-poll and --grpc-tx-zerocopy: psbench-ps, psbench-worker and psbench
+// --transport, --busy-poll, --grpc-tx-zerocopy and --grpc-api: psbench-ps, psbench-worker and psbench
 // run | ssh | slurm | mpirun accept them, so they are declared once, here.
 #ifndef PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
 #define PSBENCH_TRANSPORTS_TRANSPORT_FLAGS_H_
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "transports/transport.h"
 
 namespace psbench {
 
@@ -20,6 +21,8 @@ bool BusyPollFlag();
 // --grpc-tx-zerocopy: the smallest message gRPC sends with MSG_ZEROCOPY, 0 for never;
 // INVALID_ARGUMENT above 1 GiB.
 absl::StatusOr<uint64_t> GrpcTxZerocopyFlag();
+// --grpc-api: cq (default) or callback.
+absl::StatusOr<GrpcApi> GrpcApiFlag();
 
 }  // namespace psbench
 

@@ -194,6 +194,7 @@ int Main(int argc, char** argv) {
   options.rpc_timeout = scenario->rpc_timeout;
   options.busy_poll = scenario->busy_poll;
   options.grpc_tx_zerocopy = scenario->grpc_tx_zerocopy;
+  options.grpc_api = scenario->grpc_api;
   options.rdma = scenario->rdma;
   auto tls = TlsOptionsFromFlags(TlsSide::kClient);
   if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);

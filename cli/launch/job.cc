@@ -313,6 +313,9 @@ std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s
   if (s.grpc_tx_zerocopy > 0 && TransportHonoursMode(s.transport)) {
     argv.push_back(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy));
   }
+  if (s.grpc_api != GrpcApi::kCompletionQueue && TransportHonoursMode(s.transport)) {
+    argv.push_back(absl::StrCat("--grpc-api=", GrpcApiName(s.grpc_api)));
+  }
   if (s.transport == "grpc+verbs") {
     for (const auto& a : RdmaCommandLine(s.rdma)) argv.push_back(a);
   }

@@ -249,6 +249,8 @@ const std::vector<BadInput> kScenarioCases = {
      {"--grpc-tx-zerocopy", "applies to grpc only"}},
     {"TxZerocopyOverOneGiB", {}, {"--grpc-tx-zerocopy=2G"}, {"--grpc-tx-zerocopy=2GiB", "at most 1GiB"}},
     {"TxZerocopyNotASize", {}, {"--grpc-tx-zerocopy=lots"}, {"--grpc-tx-zerocopy=lots"}},
+    {"GrpcApiOnMpi", {}, {"--transport=grpc+mpi", "--grpc-api=callback"}, {"--grpc-api", "applies to grpc only"}},
+    {"GrpcApiUnknown", {}, {"--grpc-api=sync"}, {"--grpc-api=sync", "cq or callback"}},
     {"RdmaFlagOnGrpc", {}, {"--rdma-device=rxe0"}, {"--rdma-device", "applies to grpc+verbs only"}},
     {"WindowWithLatency", {}, {"--window=4"}, {"--window", "--benchmark=bandwidth"}},
     {"OutstandingWithLatency", {}, {"--outstanding=4"}, {"--outstanding", "--benchmark=throughput"}},
@@ -438,6 +440,9 @@ const std::vector<BadInput> kPsCases = {
     {"TxZerocopyOnMpi", Tool::kPs, {"--transport=grpc+mpi", "--grpc-tx-zerocopy=1K"},
      {"--grpc-tx-zerocopy", "applies to grpc only"}},
     {"TxZerocopyOverOneGiB", Tool::kPs, {"--grpc-tx-zerocopy=2G"}, {"--grpc-tx-zerocopy=2GiB", "at most 1GiB"}},
+    {"GrpcApiOnVerbs", Tool::kPs, {"--transport=grpc+verbs", "--grpc-api=callback"},
+     {"--grpc-api", "applies to grpc only"}},
+    {"GrpcApiUnknown", Tool::kPs, {"--grpc-api=Callback"}, {"--grpc-api=Callback", "cq or callback"}},
 };
 
 std::string CaseName(const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; }

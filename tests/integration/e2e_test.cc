@@ -538,6 +538,37 @@ TEST_F(E2ETest, RunWithTxZerocopyMovesEveryByteAndSaysSo) {
   EXPECT_EQ(plain[0]["config"].value("grpc_tx_zerocopy", -1), 0) << "off unless asked";
 }
 
+// gRPC's callback API on both ends (psbench run hands it to the PS): every kind of call, both
+// wire modes, every byte checked; the records say which API ran, the PS in its own words too.
+TEST_F(E2ETest, RunWithCallbackApiMovesEveryByteAndSaysSo) {
+  for (const char* mode : {"--mode=non-serialized", "--mode=serialized"}) {
+    SCOPED_TRACE(mode);
+    std::vector<Json> records;
+    for (std::vector<std::string> args : {std::vector<std::string>{"--benchmark=latency", "--sizes=32:64K"},
+                                          {"--benchmark=bandwidth", "--sizes=1M:1M", "--window=4"},
+                                          {"--benchmark=throughput", "--num-ps=2", "--num-workers=2"}}) {
+      args.insert(args.end(), {mode, "--validate", "--grpc-api=callback", "--iterations=20", "--warmup=0s"});
+      auto got = RunForRecords(RunArgv(args));
+      records.insert(records.end(), got.begin(), got.end());
+    }
+    ASSERT_EQ(records.size(), 16u) << "12 sizes, 1 bandwidth size, 2 workers and their total";
+    for (const Json& r : records) {
+      EXPECT_EQ(r["config"].value("grpc_api", ""), "callback") << r.dump();
+      for (const Json& ps : r["placement"]["ps"])
+        EXPECT_EQ(ps.value("data_plane", ""), "gRPC over TCP (callback API)") << r.dump();
+    }
+    // An exchange (the PS's parameters back) on the callback API, checked element by element.
+    auto updates = RunForRecords(RunArgv({"--benchmark=updates", mode, "--grpc-api=callback", "--num-ps=2",
+                                          "--num-workers=2", "--steps=5"}));
+    ASSERT_EQ(updates.size(), 2u);
+    for (const Json& r : updates) EXPECT_EQ(r.value("result", ""), "exact") << r.dump();
+  }
+  auto plain = RunForRecords(RunArgv({"--benchmark=latency", "--sizes=32:32", "--iterations=5"}));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0]["config"].value("grpc_api", ""), "cq") << "the completion queue unless asked";
+  EXPECT_EQ(plain[0]["placement"]["ps"][0].value("data_plane", ""), "gRPC over TCP");
+}
+
 // A user's own malloc tuning stands, and the records say so.
 TEST_F(E2ETest, GlibcTunablesKeepTheUsersAllocatorPolicy) {
   Argv argv = RunArgv({"--benchmark=latency", "--sizes=1M:1M", "--iterations=20"});

@@ -99,6 +99,7 @@ absl::StatusOr<int> ControlServer::Start() {
   TxZerocopyArguments(options_.grpc_tx_zerocopy,
                       [&builder](const char* name, int value) { builder.AddChannelArgument(name, value); });
   if (data_plane_.generic != nullptr) builder.RegisterAsyncGenericService(data_plane_.generic);
+  if (data_plane_.callback_generic != nullptr) builder.RegisterCallbackGenericService(data_plane_.callback_generic);
   builder.RegisterService(&control_service_);
   for (grpc::Service* service : data_plane_.services) builder.RegisterService(service);
   for (int i = 0; i < options_.threads; ++i) cqs_.push_back(builder.AddCompletionQueue());

@@ -39,6 +39,8 @@ struct DataPlane {
   std::function<DataCounters()> counters;
   std::vector<grpc::Service*> services;          // registered as they are (sync or async)
   grpc::AsyncGenericService* generic = nullptr;  // gRPC's payload methods, raw and serialized
+  // The same methods on gRPC's callback API instead (gRPC's threads serve them).
+  grpc::CallbackGenericService* callback_generic = nullptr;
   // Posts the data plane's async calls on each serving queue, once at start.
   std::function<void(grpc::ServerCompletionQueue*)> post;
   // First thing when the server stops, while the queues still take the calls' last events.

@@ -1,12 +1,16 @@
-// Worker side of the gRPC transport: one channel per PS, one completion queue polled by the
-// calling thread (no thread hop between the network and the benchmark loop).
+// Worker side of the gRPC transport: one channel per PS, and either of gRPC's client APIs
+// (--grpc-api): a completion queue polled by the calling thread (no thread hop between the
+// network and the benchmark loop), or the callback API, whose completions run on gRPC's
+// threads and reach the calling thread through a queue of their own.
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/generic/generic_stub.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
@@ -66,6 +70,7 @@ struct Call {
   grpc::Status status;
   // Every call goes through the generic stub: the reply's bytes, as received.
   grpc::ByteBuffer response;
+  grpc::ByteBuffer request;  // callback API: gRPC sends from it while the call runs
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
   // Serialized: the reply parsed (echo_reply serves kExchange too).
   wire::PayloadMessage echo_reply;
@@ -84,6 +89,16 @@ class GrpcClient final : public Client {
     control_.Close();
     // Cancel what is still in flight and drain the queue before the payloads' owners go away.
     for (Call* c : in_flight_) c->context.TryCancel();
+    if (options_.grpc_api == GrpcApi::kCallback) {
+      // Every callback runs once, cancelled or not.
+      std::unique_lock<std::mutex> lock(done_mu_);
+      while (!in_flight_.empty()) {
+        done_cv_.wait(lock, [this] { return !done_.empty(); });
+        in_flight_.erase(done_.front());
+        delete done_.front();
+        done_.pop_front();
+      }
+    }
     while (!in_flight_.empty()) {
       void* tag;
       bool ok;
@@ -178,6 +193,17 @@ class GrpcClient final : public Client {
   }
 
   void StartCall(Call* call, const grpc::ByteBuffer& request) {
+    if (options_.grpc_api == GrpcApi::kCallback) {
+      call->request = request;  // shares the slices
+      servers_[call->server]->UnaryCall(&call->context, Method(call->op), grpc::StubOptions(), &call->request,
+                                        &call->response, [this, call](grpc::Status status) {
+                                          call->status = std::move(status);
+                                          std::lock_guard<std::mutex> lock(done_mu_);
+                                          done_.push_back(call);
+                                          done_cv_.notify_one();
+                                        });
+      return;
+    }
     call->reader = servers_[call->server]->PrepareUnaryCall(&call->context, Method(call->op), request, &cq_);
     call->reader->StartCall();
     call->reader->Finish(&call->response, &call->status, call);
@@ -233,6 +259,11 @@ class GrpcClient final : public Client {
       ready_.pop_front();
       return c;
     }
+    if (options_.grpc_api == GrpcApi::kCallback) {
+      Call* call = NextCallback(deadline);
+      if (call == nullptr) return absl::DeadlineExceededError("no operation finished in time");
+      return Finished(std::unique_ptr<Call>(call));
+    }
     void* tag;
     bool ok;
     grpc::CompletionQueue::NextStatus status;
@@ -253,12 +284,33 @@ class GrpcClient final : public Client {
       case grpc::CompletionQueue::GOT_EVENT:
         break;
     }
-    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    return Finished(std::unique_ptr<Call>(static_cast<Call*>(tag)));
+  }
+
+  Completion Finished(std::unique_ptr<Call> call) {
     in_flight_.erase(call.get());
     Completion done;
     done.tag = call->tag;
     done.status = Check(*call);
     return done;
+  }
+
+  // Callback API: the next call whose callback has run, or null at the deadline. Busy
+  // polling spins on the queue instead of sleeping on the condition variable.
+  Call* NextCallback(absl::Time deadline) {
+    std::unique_lock<std::mutex> lock(done_mu_);
+    if (options_.busy_poll) {
+      while (done_.empty()) {
+        if (absl::Now() >= deadline) return nullptr;
+        lock.unlock();
+        lock.lock();
+      }
+    } else if (!done_cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return !done_.empty(); })) {
+      return nullptr;
+    }
+    Call* call = done_.front();
+    done_.pop_front();
+    return call;
   }
 
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
@@ -402,6 +454,10 @@ class GrpcClient final : public Client {
   grpc::CompletionQueue cq_;
   absl::flat_hash_set<Call*> in_flight_;
   std::deque<Completion> ready_;  // ops that failed before reaching the network
+  // Callback API: calls whose callback has run, in that order.
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::deque<Call*> done_;
 };
 
 }  // namespace
