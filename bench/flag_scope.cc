@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
 #include "transports/rdma_flags.h"
+#include "transports/transport_flags.h"
 #include "transports/transport.h"
 
 namespace psbench {
@@ -113,6 +114,10 @@ absl::Status CheckTransportFlagsApply(const std::vector<std::string>& transports
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc-api applies to ", TransportsWith(&TransportTraits::honours_mode),
         " only (the other transports' payloads do not go over gRPC)"));
+  }
+  if (auto api = GrpcApiFlag(); FlagWasSet(threads_flag) && api.ok() && *api == GrpcApi::kCallback) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", threads_flag, " applies to --grpc-api=cq only (the callback API's calls run on gRPC's own threads)"));
   }
   if (FlagWasSet("grpc-tx-zerocopy") && !AnyTransport(transports, &TransportTraits::honours_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -30,7 +30,8 @@ packages=(
   clang libclang-rt-14-dev
 )
 
-# --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh.
+# --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh and
+# bench/pytorch_ps/compare.sh.
 if [ "${1:-}" = "--pytorch" ]; then
   # PyTorch's BLAS is whatever libblas.so.3 is: OpenBLAS, not the reference BLAS, for a fair race.
   packages+=(python3-torch python3-torchvision libopenblas0-pthread)

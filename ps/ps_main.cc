@@ -90,6 +90,10 @@ int Main(int argc, char** argv) {
   if (absl::Status s = CheckTransportFlagsApply({TransportFlag()}, "threads"); !s.ok()) {
     Die(kProgram, s, kExitUsage);
   }
+  if (options.busy_poll && options.grpc_api == GrpcApi::kCallback) {
+    Die(kProgram, "--busy-poll applies to the PS with --grpc-api=cq only (the callback API's calls run on gRPC's own threads)",
+        kExitUsage);
+  }
   auto tls = TlsOptionsFromFlags(TlsSide::kServer);
   if (!tls.ok()) Die(kProgram, tls.status(), kExitUsage);
   options.tls = *tls;

@@ -31,7 +31,6 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
   return x;
 }
 
-// A(w, s) and B(t, i) of the gradient 1 + ((A + B) mod 4); the initial value P(t, i).
 // A step's gradient of one tensor: 1 + ((A + B) mod 4), times `unit`. A pass over the model
 // every step, so vectorised (the PS's SGD is the same length).
 void FillGradient(float* __restrict g, const uint8_t* __restrict codes, uint64_t n, uint32_t a, float unit) {
@@ -39,6 +38,7 @@ void FillGradient(float* __restrict g, const uint8_t* __restrict codes, uint64_t
   for (uint64_t i = 0; i < n; ++i) g[i] = unit * static_cast<float>(1 + ((a + codes[i]) & 3));
 }
 
+// A(w, s) and B(t, i) of the gradient 1 + ((A + B) mod 4); the initial value P(t, i).
 uint32_t StepCode(uint64_t seed, uint64_t worker, uint64_t step) {
   return static_cast<uint32_t>(Mix(Mix(seed ^ 0xA5A5A5A5ULL) + worker * 0x9E3779B97F4A7C15ULL + step) & 3);
 }

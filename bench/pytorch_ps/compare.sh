@@ -21,17 +21,18 @@ trace=${TRACE:-$repo/payloads/traces/vgg11.json}
 python=/usr/bin/python3
 [[ -x $python ]] || python=python3
 mkdir -p "$out"
-rm -f "$out"/*.jsonl
+rm -f "$out"/*.jsonl "$out/pytorch.log"
 cpus=$(nproc)
 
+# PyTorch's own chatter (TensorPipe's log lines) goes to pytorch.log, with any failure.
 "$python" "$here/torch_rpc_ps.py" --trace="$trace" --workers=1 --steps=1 --copy-bandwidth \
-  2>/dev/null | grep '"copy_bandwidth"' > "$out/copy.jsonl"
+  2>>"$out/pytorch.log" | grep '"copy_bandwidth"' > "$out/copy.jsonl"
 for ((round = 1; round <= repeat; round++)); do
   echo "round $round/$repeat" >&2
   for w in $workers; do
     for threads in $(printf '%s\n' 1 "$cpus" | sort -un); do
       "$python" "$here/torch_rpc_ps.py" --trace="$trace" --workers="$w" --steps="$steps" \
-        --threads="$threads" 2>/dev/null >> "$out/pytorch.jsonl"
+        --threads="$threads" 2>>"$out/pytorch.log" >> "$out/pytorch.jsonl"
     done
     for transport in grpc+mpi grpc; do
       for mode in --async --sync; do

@@ -136,12 +136,15 @@ def main():
                     help="copy the parameters under the lock before replying (auto: with 2+ workers)")
     ap.add_argument("--malloc-hugepages", choices=("on", "off"), default="on",
                     help="GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in the PS and the workers (default on)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds the whole run may take (default 900)")
     ap.add_argument("--copy-bandwidth", action="store_true", help="also measure memcpy bandwidth (1 thread and one per CPU)")
     args = ap.parse_args()
     if not 1 <= args.workers <= 64:
         sys.exit("torch_rpc_ps: --workers must be in [1, 64]")
     if not 1 <= args.steps <= 100000:
         sys.exit("torch_rpc_ps: --steps must be in [1, 100000]")
+    if not 0 < args.timeout <= 86400:
+        sys.exit("torch_rpc_ps: --timeout must be in (0, 86400] seconds")
     if not 1 <= args.threads <= 256:
         sys.exit("torch_rpc_ps: --threads must be in [1, 256]")
     model, shapes = _shapes(args.trace)
@@ -159,10 +162,20 @@ def main():
     procs = [ctx.Process(target=_run, args=(r, args, port, shapes, out)) for r in range(args.workers + 1)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join()
+    # One process that dies leaves the others waiting in rpc.shutdown(): end them all.
+    deadline = time.monotonic() + args.timeout
+    while any(p.is_alive() for p in procs):
+        failed = any(p.exitcode not in (None, 0) for p in procs)
+        if failed or time.monotonic() > deadline:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                p.join()
+            why = "a process failed" if failed else f"not done within --timeout={args.timeout}s"
+            sys.exit(f"torch_rpc_ps: {why} (exit codes, PS first: {[p.exitcode for p in procs]})")
+        time.sleep(0.05)
     if any(p.exitcode != 0 for p in procs):
-        sys.exit(f"torch_rpc_ps: a process failed (exit codes {[p.exitcode for p in procs]})")
+        sys.exit(f"torch_rpc_ps: a process failed (exit codes, PS first: {[p.exitcode for p in procs]})")
     lines = sorted((out.get() for _ in range(args.workers)), key=lambda r: r["worker"])
     how = {"trace": args.trace, "model": model, "tensors": len(shapes), "torch": torch.__version__,
            "backend": "tensorpipe", "threads": args.threads, "snapshot": args.snapshot,

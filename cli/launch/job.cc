@@ -304,11 +304,14 @@ absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans
 std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s) {
   std::vector<std::string> argv = {o.bin_dir + "/psbench-ps", "--listen=" + o.ps_listen, "--port=0",
                                    "--transport=" + s.transport};
-  if (TransportHas(s.transport, &TransportTraits::threaded_data_plane)) {
+  // The callback API's calls run on gRPC's threads: the PS's own serving threads, and how
+  // they wait, are the completion queue's.
+  const bool own_threads = !(TransportHonoursMode(s.transport) && s.grpc_api == GrpcApi::kCallback);
+  if (TransportHas(s.transport, &TransportTraits::threaded_data_plane) && own_threads) {
     argv.push_back(absl::StrCat("--threads=", o.ps_threads));
   }
   if (!o.ps_cpu.empty()) argv.push_back("--cpu=" + o.ps_cpu);
-  if (s.busy_poll) argv.push_back("--busy-poll");
+  if (s.busy_poll && own_threads) argv.push_back("--busy-poll");
   // A --transports comparison carries it to every entry; only grpc's PS takes it.
   if (s.grpc_tx_zerocopy > 0 && TransportHonoursMode(s.transport)) {
     argv.push_back(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy));

@@ -357,5 +357,106 @@ TEST(ParamStoreAccountingTest, SyncMeanOfSevenWorkersIsExact) {
   EXPECT_EQ(steps[0].reply, (std::vector<std::vector<float>>{{7.f, 990.f}}));
 }
 
+// The reference the PS must match bit for bit: PyTorch's SGD, element by element, in float.
+struct ReferenceSgd {
+  std::vector<float> w, v;
+  float lr, mu;
+  void Step(const std::vector<float>& g, float divisor) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      float step = g[i] / divisor;
+      if (mu != 0.f) step = v[i] = mu * v[i] + step;
+      w[i] -= lr * step;
+    }
+  }
+};
+
+std::vector<float> Ramp(size_t n, float scale, float offset) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = offset + scale * static_cast<float>((i * 7919) % 101);
+  return out;
+}
+
+// Long enough for the vectorised pass's body and its tail, in both kernels (with and without
+// momentum), async and sync with a divisor that is not a power of two.
+TEST(ParamStoreKernelTest, MatchesReferenceSgdWithAndWithoutMomentum) {
+  for (float mu : {0.f, 0.9f}) {
+    for (uint32_t workers : {1u, 3u}) {
+      for (bool sync : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "momentum " << mu << ", " << workers << " workers, "
+                                        << (sync ? "sync" : "async"));
+        const size_t n = 67;
+        ParamStore store;
+        Exchange init = Make(ExchangeHeader::kInit, 0, workers, 0, {Ramp(n, 0.25f, -3.f)}, sync);
+        init.header.momentum = mu;
+        init.Send(store);
+        ASSERT_TRUE(init.result && init.result->ok());
+        ReferenceSgd ref{Ramp(n, 0.25f, -3.f), std::vector<float>(n, 0.f), 0.5f, mu};
+        for (uint64_t step = 0; step < 3; ++step) {
+          std::vector<Exchange> pushes;
+          std::vector<float> sum(n, 0.f);
+          for (uint32_t w = 0; w < workers; ++w) {
+            pushes.push_back(Make(ExchangeHeader::kStep, w, workers, step,
+                                  {Ramp(n, 0.01f * static_cast<float>(w + 1), static_cast<float>(step))}, sync));
+            pushes.back().header.momentum = mu;
+            for (size_t i = 0; i < n; ++i) sum[i] += pushes.back().tensors[0][i];
+            if (!sync) {
+              pushes.back().Send(store);
+              ref.Step(pushes.back().tensors[0], 1.f);
+              ASSERT_TRUE(pushes.back().result && pushes.back().result->ok());
+              EXPECT_EQ(pushes.back().reply[0], ref.w);
+            }
+          }
+          if (!sync) continue;
+          for (auto& e : pushes) e.Send(store);
+          ref.Step(sum, static_cast<float>(workers));
+          for (auto& e : pushes) {
+            ASSERT_TRUE(e.result && e.result->ok());
+            EXPECT_EQ(e.reply[0], ref.w) << "every worker of the step gets the same parameters";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Transports may answer in the request's own memory (grpc+mpi does): the new parameters then
+// overwrite the gradient each element was computed from. And a reply a transport hands over
+// misaligned for floats gets the same bytes.
+TEST(ParamStoreKernelTest, ReplyInTheRequestsMemoryOrMisalignedIsTheSame) {
+  const size_t n = 45;
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 1, 0, {Ramp(n, 1.f, 0.f)}, /*sync=*/false);
+  init.Send(store);
+  ReferenceSgd ref{Ramp(n, 1.f, 0.f), {}, 0.5f, 0.f};
+
+  ExchangeHeader h = init.header;
+  h.kind = ExchangeHeader::kStep;
+  std::vector<float> g = Ramp(n, 0.5f, 1.f);
+  ref.Step(g, 1.f);
+  std::vector<std::span<const std::byte>> request = {{reinterpret_cast<const std::byte*>(&h), sizeof(h)},
+                                                     std::as_bytes(std::span<const float>(g))};
+  std::vector<std::span<std::byte>> in_place = {{reinterpret_cast<std::byte*>(&h), sizeof(h)},
+                                                std::as_writable_bytes(std::span<float>(g))};
+  std::optional<absl::Status> result;
+  store.OnExchange(request, in_place, [&](absl::Status s) { result = s; });
+  ASSERT_TRUE(result && result->ok());
+  EXPECT_EQ(g, ref.w);
+
+  std::vector<float> g2 = Ramp(n, 0.25f, 2.f);
+  ref.Step(g2, 1.f);
+  h.step = 1;
+  std::vector<std::byte> odd(n * sizeof(float) + 1);
+  ExchangeHeader reply_header;
+  request[1] = std::as_bytes(std::span<const float>(g2));
+  std::vector<std::span<std::byte>> misaligned = {{reinterpret_cast<std::byte*>(&reply_header), sizeof(reply_header)},
+                                                  {odd.data() + 1, n * sizeof(float)}};
+  result.reset();
+  store.OnExchange(request, misaligned, [&](absl::Status s) { result = s; });
+  ASSERT_TRUE(result && result->ok());
+  std::vector<float> got(n);
+  std::memcpy(got.data(), odd.data() + 1, n * sizeof(float));
+  EXPECT_EQ(got, ref.w);
+}
+
 }  // namespace
 }  // namespace psbench

@@ -7,6 +7,7 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/generic/generic_stub.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -200,6 +201,7 @@ class GrpcClient final : public Client {
                                           call->status = std::move(status);
                                           std::lock_guard<std::mutex> lock(done_mu_);
                                           done_.push_back(call);
+                                          done_count_.fetch_add(1, std::memory_order_release);
                                           done_cv_.notify_one();
                                         });
       return;
@@ -296,20 +298,21 @@ class GrpcClient final : public Client {
   }
 
   // Callback API: the next call whose callback has run, or null at the deadline. Busy
-  // polling spins on the queue instead of sleeping on the condition variable.
+  // polling spins on a count (not on the lock, which the callbacks need) instead of sleeping
+  // on the condition variable.
   Call* NextCallback(absl::Time deadline) {
-    std::unique_lock<std::mutex> lock(done_mu_);
     if (options_.busy_poll) {
-      while (done_.empty()) {
-        if (absl::Now() >= deadline) return nullptr;
-        lock.unlock();
-        lock.lock();
+      for (uint32_t spins = 0; done_count_.load(std::memory_order_acquire) == 0; ++spins) {
+        if (spins % 1024 == 0 && absl::Now() >= deadline) return nullptr;
       }
-    } else if (!done_cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return !done_.empty(); })) {
+    }
+    std::unique_lock<std::mutex> lock(done_mu_);
+    if (!done_cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return !done_.empty(); })) {
       return nullptr;
     }
     Call* call = done_.front();
     done_.pop_front();
+    done_count_.fetch_sub(1, std::memory_order_relaxed);
     return call;
   }
 
@@ -458,6 +461,7 @@ class GrpcClient final : public Client {
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   std::deque<Call*> done_;
+  std::atomic<size_t> done_count_{0};  // done_.size(), read without the lock
 };
 
 }  // namespace
