@@ -5,6 +5,7 @@
 #
 #   bench/grpc_options.sh [BUILD_DIR=build] [OUT_DIR=grpc-options-out]
 #   OPTIONS="--grpc-tx-zerocopy=0|--grpc-tx-zerocopy=16K" REPEAT=3 PLACEMENTS="0/1 0/0" ...
+#   OPTIONS="--grpc-api=cq|--grpc-api=callback" REPEAT=3 ...
 #
 # OPTIONS: option sets separated by '|', each a space-separated list of psbench run flags.
 set -euo pipefail
