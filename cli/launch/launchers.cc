@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -391,9 +392,18 @@ class MpirunLauncher : public Launcher {
     std::vector<std::string> names;
     // Workers are not one MPI job's ranks (that is the "job" step): each reports its own end.
     const bool workers = role == "workers";
+    // Each host offers as many slots as this job places ranks on it. A bare `--host H` offers
+    // one, and Open MPI then takes two ranks on one host for oversubscription and makes every
+    // MPI call yield the CPU when it finds nothing to do (mpi_yield_when_idle): a system call
+    // inside each of psbench's polls, which doubled the 32 B round trip here, and which a
+    // user's own mpirun of two ranks on one machine does not do. psbench's polling loop yields
+    // on its own when idle (IdleBackoff).
+    absl::flat_hash_map<std::string, int> ranks_on;
+    for (const LaunchMember& m : members) ++ranks_on[m.host];
     for (size_t i = 0; i < members.size(); ++i) {
       if (i > 0) argv.push_back(":");
-      for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"), members[i].host}) {
+      for (const std::string& a : {std::string("-np"), std::string("1"), std::string("--host"),
+                                   absl::StrCat(members[i].host, ":", ranks_on[members[i].host])}) {
         argv.push_back(a);
       }
       const std::vector<std::string> rank = workers ? ReportingRank(members[i].argv) : members[i].argv;
