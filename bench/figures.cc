@@ -169,6 +169,9 @@ std::vector<std::string> MeasurementParts(const Record& r) {
   if (bench == "throughput") parts.push_back(fmt::format("{} outstanding per PS", s.outstanding));
   parts.push_back(fmt::format("validate {}", r.validate.value_or(false) ? "on" : "off"));
   parts.push_back(fmt::format("busy-poll {}", s.busy_poll ? "on" : "off"));
+  // gRPC's options, where they differ from gRPC's defaults (so two tables of them differ).
+  if (s.grpc_api == "callback") parts.push_back("gRPC callback API");
+  if (s.grpc_tx_zerocopy > 0) parts.push_back(fmt::format("tx zero-copy from {:.0f} B", s.grpc_tx_zerocopy));
   return parts;
 }
 

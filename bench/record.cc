@@ -339,6 +339,8 @@ RecordSettings Record::Settings() const {
   const json& busy = Member(config, "busy_poll");
   s.busy_poll = busy.is_boolean() && busy.get<bool>();
   s.run_id = TextAt(config, "run_id");
+  s.grpc_api = TextAt(config, "grpc_api");
+  s.grpc_tx_zerocopy = NumberAt(config, "grpc_tx_zerocopy").value_or(0);
   return s;
 }
 

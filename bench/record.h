@@ -48,6 +48,8 @@ struct RecordSettings {
   int64_t window = 0, outstanding = 0;
   bool busy_poll = false;
   std::string run_id;
+  std::string grpc_api;           // "" (not grpc), "cq" or "callback"
+  double grpc_tx_zerocopy = 0;    // bytes; 0: off
 };
 
 struct Record {

@@ -548,7 +548,9 @@ TEST_F(E2ETest, RunWithCallbackApiMovesEveryByteAndSaysSo) {
                                           {"--benchmark=bandwidth", "--sizes=1M:1M", "--window=4"},
                                           {"--benchmark=throughput", "--num-ps=2", "--num-workers=2"}}) {
       args.insert(args.end(), {mode, "--validate", "--grpc-api=callback", "--iterations=20", "--warmup=0s"});
-      auto got = RunForRecords(RunArgv(args));
+      RunResult run;
+      auto got = RunForRecords(RunArgv(args), &run);
+      EXPECT_NE(run.out.find("| gRPC callback API"), std::string::npos) << "the table's header says so:\n" << run.out;
       records.insert(records.end(), got.begin(), got.end());
     }
     ASSERT_EQ(records.size(), 16u) << "12 sizes, 1 bandwidth size, 2 workers and their total";
