@@ -192,9 +192,33 @@ TEST_F(FaultTest, WorkerFailsWhenItsPsStopsAnswering) {
   ps->process().Signal(SIGSTOP);  // alive, connected, silent
   // Operations time out after --rpc-timeout=2s.
   ExpectWorkerFailed(worker, ps->address(), stopped, 8);
-  EXPECT_NE(worker.Stderr().find("Deadline"), std::string::npos) << worker.Stderr();
+  EXPECT_NE(worker.Stderr().find("no reply within --rpc-timeout=2s"), std::string::npos) << worker.Stderr();
   ps->process().Signal(SIGCONT);
 }
+
+// One PS of two stops answering while the other keeps answering: the worker's completions never
+// stop, yet the stopped PS's oldest call must still fail at its --rpc-timeout, on either API.
+class OnePsStopsTest : public IntegrationTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(OnePsStopsTest, WorkerFailsNamingTheSilentPs) {
+  auto silent = PsServer::Start();
+  auto busy = PsServer::Start();
+  ASSERT_TRUE(silent && busy);
+  TempDir tmp;
+  Process worker(WorkerArgv(silent->address() + "," + busy->address(),
+                            {"--benchmark=throughput", "--grpc-api=" + GetParam(), "--warmup=0s",
+                             "--duration=30s", "--rpc-timeout=2s", "--quiet",
+                             "--progress-file=" + tmp.File("progress")}));
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
+  auto stopped = Clock::now();
+  silent->process().Signal(SIGSTOP);
+  ExpectWorkerFailed(worker, silent->address(), stopped, 8);
+  EXPECT_NE(worker.Stderr().find("no reply within --rpc-timeout=2s"), std::string::npos) << worker.Stderr();
+  EXPECT_EQ(worker.Stderr().find(busy->address()), std::string::npos) << worker.Stderr();
+  silent->process().Signal(SIGCONT);
+}
+
+INSTANTIATE_TEST_SUITE_P(GrpcApis, OnePsStopsTest, ::testing::Values("cq", "callback"));
 
 TEST_F(FaultTest, PsShutsDownCleanlyMidRun) {
   auto ps = PsServer::Start();

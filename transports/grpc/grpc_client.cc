@@ -2,6 +2,7 @@
 // (--grpc-api): a completion queue polled by the calling thread (no thread hop between the
 // network and the benchmark loop), or the callback API, whose completions run on gRPC's
 // threads and reach the calling thread through a queue of their own.
+#include <grpcpp/alarm.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "payloads/size.h"
@@ -61,6 +61,11 @@ struct Call {
   uint64_t tag;
   Op op;
   size_t server;
+  // --rpc-timeout from the start, kept here rather than given to gRPC (InFlight).
+  absl::Time deadline;
+  bool expired = false;  // cancelled at its deadline
+  Call* older = nullptr;  // InFlight's list
+  Call* newer = nullptr;
   const Registered* reg;
   const Registered* reply_reg = nullptr;  // kExchange: where the answer goes
   // kExchange: checksums of the request as it was sent (its bytes change between steps),
@@ -78,6 +83,42 @@ struct Call {
   wire::AckMessage ack_reply;
 };
 
+// Calls in flight, oldest first. Each gets --rpc-timeout from its start, so the oldest one not
+// yet expired holds the earliest deadline: Next waits no longer than that and cancels a call
+// that outlives it. A deadline given to gRPC instead arms a timer per call, and a finite wait
+// on the queue a kernel timer per wait: together about 2 us of a 45 us round trip here.
+class InFlight {
+ public:
+  void Add(Call* c) {
+    c->older = newest_;
+    c->newer = nullptr;
+    (newest_ != nullptr ? newest_->newer : oldest_) = c;
+    newest_ = c;
+  }
+  void Remove(Call* c) {
+    (c->older != nullptr ? c->older->newer : oldest_) = c->newer;
+    (c->newer != nullptr ? c->newer->older : newest_) = c->older;
+  }
+  bool empty() const { return oldest_ == nullptr; }
+  Call* oldest() const { return oldest_; }
+
+  // Cancels every call past its deadline (its completion follows, as CANCELLED); returns the
+  // earliest deadline of those still running.
+  absl::Time Expire(absl::Time now) {
+    for (Call* c = oldest_; c != nullptr; c = c->newer) {
+      if (c->expired) continue;
+      if (c->deadline > now) return c->deadline;
+      c->expired = true;
+      c->context.TryCancel();
+    }
+    return absl::InfiniteFuture();
+  }
+
+ private:
+  Call* oldest_ = nullptr;
+  Call* newest_ = nullptr;
+};
+
 class GrpcClient final : public Client {
  public:
   explicit GrpcClient(const ClientOptions& options) : options_(options), control_(options) {
@@ -88,14 +129,15 @@ class GrpcClient final : public Client {
 
   ~GrpcClient() override {
     control_.Close();
+    watchdog_.reset();  // cancelled: its event comes back with ok = false, drained below
     // Cancel what is still in flight and drain the queue before the payloads' owners go away.
-    for (Call* c : in_flight_) c->context.TryCancel();
+    for (Call* c = in_flight_.oldest(); c != nullptr; c = c->newer) c->context.TryCancel();
     if (options_.grpc_api == GrpcApi::kCallback) {
       // Every callback runs once, cancelled or not.
       std::unique_lock<std::mutex> lock(done_mu_);
       while (!in_flight_.empty()) {
         done_cv_.wait(lock, [this] { return !done_.empty(); });
-        in_flight_.erase(done_.front());
+        in_flight_.Remove(done_.front());
         delete done_.front();
         done_.pop_front();
       }
@@ -104,8 +146,9 @@ class GrpcClient final : public Client {
       void* tag;
       bool ok;
       if (!cq_.Next(&tag, &ok)) break;
+      if (tag == kWatchdog) continue;
       Call* call = static_cast<Call*>(tag);
-      in_flight_.erase(call);
+      in_flight_.Remove(call);
       delete call;
     }
     cq_.Shutdown();
@@ -179,8 +222,8 @@ class GrpcClient final : public Client {
     call->op = op;
     call->server = server;
     call->reg = registered_[payload].get();
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    in_flight_.insert(call);
+    call->deadline = absl::Now() + options_.rpc_timeout;
+    in_flight_.Add(call);
     const Payload& p = *call->reg->payload;
     grpc::ByteBuffer request;
     if (options_.mode == WireMode::kNonSerialized) {
@@ -239,8 +282,8 @@ class GrpcClient final : public Client {
     call->server = server;
     call->reg = req;
     call->reply_reg = rep;
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    in_flight_.insert(call);
+    call->deadline = absl::Now() + options_.rpc_timeout;
+    in_flight_.Add(call);
     const Payload& p = *req->payload;
     if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
     if (options_.mode == WireMode::kNonSerialized) {
@@ -261,11 +304,18 @@ class GrpcClient final : public Client {
       ready_.pop_front();
       return c;
     }
-    if (options_.grpc_api == GrpcApi::kCallback) {
-      Call* call = NextCallback(deadline);
-      if (call == nullptr) return absl::DeadlineExceededError("no operation finished in time");
-      return Finished(std::unique_ptr<Call>(call));
+    while (true) {
+      const absl::Time until = std::min(deadline, in_flight_.Expire(absl::Now()));
+      absl::StatusOr<Call*> call =
+          options_.grpc_api == GrpcApi::kCallback ? NextCallback(until) : NextQueued(until);
+      if (!call.ok()) return call.status();
+      if (*call != nullptr) return Finished(std::unique_ptr<Call>(*call));
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("no operation finished in time");
     }
+  }
+
+  // Completion-queue API: the next finished call, or null at `until`.
+  absl::StatusOr<Call*> NextQueued(absl::Time until) {
     void* tag;
     bool ok;
     grpc::CompletionQueue::NextStatus status;
@@ -274,23 +324,40 @@ class GrpcClient final : public Client {
       const std::chrono::system_clock::time_point past{};
       do {
         status = cq_.AsyncNext(&tag, &ok, past);
-      } while (status == grpc::CompletionQueue::TIMEOUT && absl::Now() < deadline);
+      } while (status == grpc::CompletionQueue::TIMEOUT && absl::Now() < until);
     } else {
-      status = cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+      // An untimed wait, woken at `until` by the watchdog alarm (see InFlight).
+      if (until < watchdog_at_) {
+        watchdog_ = std::make_unique<grpc::Alarm>();  // replacing an armed one cancels it
+        watchdog_->Set(&cq_, absl::ToChronoTime(until), kWatchdog);
+        watchdog_at_ = until;
+      }
+      while (true) {
+        if (!cq_.Next(&tag, &ok)) return absl::InternalError("completion queue shut down");
+        if (tag != kWatchdog) return static_cast<Call*>(tag);
+        if (ok) break;  // fired; a cancelled one (ok = false) was replaced by an earlier one
+      }
+      watchdog_at_ = absl::InfiniteFuture();
+      return nullptr;
     }
     switch (status) {
       case grpc::CompletionQueue::TIMEOUT:
-        return absl::DeadlineExceededError("no operation finished in time");
+        return nullptr;
       case grpc::CompletionQueue::SHUTDOWN:
         return absl::InternalError("completion queue shut down");
       case grpc::CompletionQueue::GOT_EVENT:
         break;
     }
-    return Finished(std::unique_ptr<Call>(static_cast<Call*>(tag)));
+    return static_cast<Call*>(tag);
   }
 
   Completion Finished(std::unique_ptr<Call> call) {
-    in_flight_.erase(call.get());
+    in_flight_.Remove(call.get());
+    if (call->expired && !call->status.ok()) {
+      call->status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                  absl::StrCat("no reply within --rpc-timeout=",
+                                               absl::FormatDuration(options_.rpc_timeout)));
+    }
     Completion done;
     done.tag = call->tag;
     done.status = Check(*call);
@@ -455,7 +522,12 @@ class GrpcClient final : public Client {
   std::vector<std::unique_ptr<grpc::GenericStub>> servers_;  // by PS, as control_'s
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
-  absl::flat_hash_set<Call*> in_flight_;
+  InFlight in_flight_;
+  // Wakes a waiting Next at its deadline or a call's; its tag is never a Call.
+  inline static int watchdog_tag_ = 0;
+  static constexpr void* kWatchdog = &watchdog_tag_;
+  std::unique_ptr<grpc::Alarm> watchdog_;
+  absl::Time watchdog_at_ = absl::InfiniteFuture();  // when the armed one fires
   std::deque<Completion> ready_;  // ops that failed before reaching the network
   // Callback API: calls whose callback has run, in that order.
   std::mutex done_mu_;
