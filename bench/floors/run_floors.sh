@@ -8,7 +8,10 @@
 #
 # Env: SERVER_CPU / CLIENT_CPU (--cpu lists, unset = unpinned),
 #      CLIENT_TIMEOUT (seconds per client run, default 300),
-#      FLOOR_ARGS (extra client flags, e.g. "--iterations=100" for a smoke run).
+#      FLOOR_ARGS (extra client flags, e.g. "--iterations=100" for a smoke run),
+#      FLOORS (which: any of tcp generic async unary; default all),
+#      PINGPONG_SIZES / STREAM_SIZES (default "32 64K 1M 4M" / "1M 4M"; an entry SIZE:N also
+#      sets its --iterations=N).
 # OUT is truncated first; the table output goes to stdout.
 set -euo pipefail
 
@@ -64,22 +67,34 @@ start_server() {
 : >"$out"
 failed=0
 run_client() {
-  local bin=$1 test=$2 size=$3 api=("${@:4}")
+  local bin=$1 test=$2 entry=$3 api=("${@:4}")
+  local size=${entry%%:*} iterations=()
+  [[ "$entry" == *:* ]] && iterations=(--iterations="${entry#*:}")
   if ! timeout "$client_timeout" "$build/bin/$bin" "${api[@]}" --connect="127.0.0.1:$port" --test="$test" \
-      --size="$size" --json="$out" "${client_pin[@]}" "${extra[@]}"; then
+      --size="$size" "${iterations[@]}" --json="$out" "${client_pin[@]}" "${extra[@]}"; then
     echo "run_floors.sh: $bin ${api[*]} --test=$test --size=$size failed" >&2
     failed=1
   fi
 }
+read -r -a pingpong_sizes <<<"${PINGPONG_SIZES:-32 64K 1M 4M}"
+read -r -a stream_sizes <<<"${STREAM_SIZES:-1M 4M}"
+declare -A floor_cmd=([tcp]="psbench-floor-tcp" [generic]="psbench-floor-grpc --api=generic"
+                      [async]="psbench-floor-grpc --api=async" [unary]="psbench-floor-grpc --api=unary")
+read -r -a floors <<<"${FLOORS:-tcp generic async unary}"
+for f in "${floors[@]}"; do
+  case $f in
+    tcp | generic | async | unary) ;;
+    *) echo "run_floors.sh: FLOORS: unknown floor '$f' (tcp, generic, async, unary)" >&2; exit 2 ;;
+  esac
+done
 
 echo "# run_floors.sh: server cpu ${SERVER_CPU:-any}, client cpu ${CLIENT_CPU:-any}, $(nproc) cpus"
 # One server at a time so an idle one never competes for the cores.
-for floor in psbench-floor-tcp "psbench-floor-grpc --api=generic" "psbench-floor-grpc --api=async" \
-             "psbench-floor-grpc --api=unary"; do
-  read -r -a words <<<"$floor"
+for f in "${floors[@]}"; do
+  read -r -a words <<<"${floor_cmd[$f]}"
   start_server "${words[@]}"
-  for size in 32 64K 1M 4M; do run_client "${words[0]}" pingpong "$size" "${words[@]:1}"; done
-  for size in 1M 4M; do run_client "${words[0]}" stream "$size" "${words[@]:1}"; done
+  for size in "${pingpong_sizes[@]}"; do run_client "${words[0]}" pingpong "$size" "${words[@]:1}"; done
+  for size in "${stream_sizes[@]}"; do run_client "${words[0]}" stream "$size" "${words[@]:1}"; done
   stop_server
 done
 echo "# wrote $(wc -l <"$out") records to $out"
