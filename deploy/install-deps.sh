@@ -28,13 +28,15 @@ packages=(
   python3-grpcio python3-protobuf python3-xxhash
   # Fuzz targets (tests/fuzz, -DPSBENCH_FUZZ=ON): clang and its libFuzzer runtime.
   clang libclang-rt-14-dev
+  # Trace capture from PyTorch (tools/psbench_trace) and its test; the PyTorch peers of
+  # bench/trainer/compare.sh and bench/pytorch_ps/compare.sh.
+  python3-torch python3-torchvision
 )
 
-# --pytorch adds PyTorch (Debian's, on the same oneDNN) for bench/trainer/compare.sh and
-# bench/pytorch_ps/compare.sh.
+# --pytorch adds OpenBLAS for the PyTorch peers: PyTorch's BLAS is whatever libblas.so.3 is,
+# and OpenBLAS, not the reference BLAS, makes a fair race.
 if [ "${1:-}" = "--pytorch" ]; then
-  # PyTorch's BLAS is whatever libblas.so.3 is: OpenBLAS, not the reference BLAS, for a fair race.
-  packages+=(python3-torch python3-torchvision libopenblas0-pthread)
+  packages+=(libopenblas0-pthread)
 fi
 
 SUDO=""

@@ -4,6 +4,8 @@
 #define PSBENCH_PAYLOADS_SPEC_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,11 +68,26 @@ struct BufferPlan {
   std::string name;  // empty for synthetic schemes
 };
 
+// What a psbench-trace/2 (a captured training job) adds to its sizes: per step, when each
+// tensor's gradient became ready and how long the step computed.
+struct TraceTiming {
+  struct Step {
+    double start_us = 0;    // from the first step's start
+    double compute_us = 0;  // the step's own time (forward, backward, optimizer)
+    std::vector<std::optional<double>> ready_us;  // per tensor, from the step's start; none: no gradient
+  };
+  std::vector<BufferPlan> tensors;           // model order
+  std::vector<std::string> dtypes;           // per tensor
+  std::vector<std::vector<size_t>> buckets;  // DDP-style gradient buckets, when captured
+  std::vector<Step> steps;
+};
+
 // The resolved plan: one or more payloads, each an ordered list of buffers. Synthetic schemes
 // give exactly one payload; a trace gives one payload per group. Iteration i sends payload
 // i % payloads.size().
 struct PayloadPlan {
   std::vector<std::vector<BufferPlan>> payloads;
+  std::shared_ptr<const TraceTiming> timing;  // psbench-trace/2 only
 
   std::vector<uint64_t> Sizes(size_t payload) const;
   uint64_t Bytes(size_t payload) const;
@@ -106,6 +123,9 @@ PayloadPlan SingleBufferPlan(uint64_t bytes);
 //   {"groups": [{"tensors": [{"name":..,"bytes":..}, ...]}, ...]}   psbench trace format
 //   {"params": [{"name":..,"bytes":..,"grad_ready_order":..}, ...]} reference traces
 //                                                 (one payload in gradient-ready order)
+//   {"format": "psbench-trace/2", "tensors": [...], "steps": [...]}   a captured job: one
+//                                                 payload in the first step's ready order, and
+//                                                 its timing (docs/replay.md)
 // Every size must be an integer in [1, 1 GiB]; errors name the file and the entry.
 // Only a regular file of at most `max_bytes` is read (inputs/input_file.h).
 absl::StatusOr<PayloadPlan> LoadTrace(const std::string& path,

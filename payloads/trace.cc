@@ -11,44 +11,19 @@
 #include "inputs/input_file.h"
 #include "payloads/cat.h"
 #include "payloads/spec.h"
+#include "payloads/trace_internal.h"
 
 namespace psbench {
-namespace {
-
-using payloads_internal::Cat;
+namespace payloads_internal {
 
 using json = nlohmann::json;
 
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 30;
-constexpr std::string_view kFormat = "psbench-trace/1";
-constexpr std::string_view kForms =
-    "expected a list of sizes, a list of groups, a list of {\"name\", \"bytes\"} tensors, "
-    "or an object with \"groups\" or \"params\"";
 
-// A short rendering of an offending JSON value for error messages.
 std::string Show(const json& value) {
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
-}
-
-// Builds errors that all start with "trace file 'PATH': ".
-class TraceErrors {
- public:
-  explicit TraceErrors(const std::string& path) : prefix_(Cat("trace file '", path, "': ")) {}
-  absl::Status Invalid(std::string_view what) const {
-    return absl::InvalidArgumentError(Cat(prefix_, what));
-  }
-  const std::string& prefix() const { return prefix_; }
-
- private:
-  std::string prefix_;
-};
-
-// Where an entry sits, for messages: "entry 3" or "group 1, entry 3" (0-based, as in JSON).
-std::string Where(std::optional<size_t> group, size_t entry) {
-  if (group) return Cat("group ", *group, ", entry ", entry);
-  return Cat("entry ", entry);
 }
 
 absl::StatusOr<uint64_t> TensorBytes(const json& value, std::string_view what,
@@ -61,6 +36,28 @@ absl::StatusOr<uint64_t> TensorBytes(const json& value, std::string_view what,
     }
   }
   return errors.Invalid(Cat(what, " must be an integer in [1, 1GiB] (got ", Show(value), ")"));
+}
+
+}  // namespace payloads_internal
+namespace {
+
+using payloads_internal::Cat;
+using payloads_internal::Show;
+using payloads_internal::TensorBytes;
+using payloads_internal::TraceErrors;
+
+using json = nlohmann::json;
+
+constexpr std::string_view kFormat = "psbench-trace/1";
+constexpr std::string_view kStepFormat = "psbench-trace/2";
+constexpr std::string_view kForms =
+    "expected a list of sizes, a list of groups, a list of {\"name\", \"bytes\"} tensors, "
+    "or an object with \"groups\", \"params\" or (psbench-trace/2) \"steps\"";
+
+// Where an entry sits, for messages: "entry 3" or "group 1, entry 3" (0-based, as in JSON).
+std::string Where(std::optional<size_t> group, size_t entry) {
+  if (group) return Cat("group ", *group, ", entry ", entry);
+  return Cat("entry ", entry);
 }
 
 // One tensor: a bare size or an object with "bytes" and optional "name" (other keys, such as
@@ -204,10 +201,18 @@ absl::StatusOr<PayloadPlan> ParseParams(const json& params, const TraceErrors& e
 
 absl::StatusOr<PayloadPlan> ParseObject(const json& root, const TraceErrors& errors) {
   if (auto format = root.find("format"); format != root.end()) {
-    if (!format->is_string() || format->get<std::string>() != kFormat) {
-      return errors.Invalid(
-          Cat("unsupported 'format' ", Show(*format), " (expected \"", kFormat, "\")"));
+    if (format->is_string() && format->get<std::string>() == kStepFormat) {
+      return payloads_internal::ParseStepTrace(root, errors);
     }
+    if (!format->is_string() || format->get<std::string>() != kFormat) {
+      return errors.Invalid(Cat("unsupported 'format' ", Show(*format), " (this psbench reads \"", kFormat,
+                                "\" and \"", kStepFormat, "\")"));
+    }
+  }
+  if (root.contains("steps")) {
+    return errors.Invalid(root.contains("format")
+                              ? Cat("'steps' belongs to \"", kStepFormat, "\", not \"", kFormat, "\"")
+                              : Cat("has 'steps' but no \"format\": \"", kStepFormat, "\""));
   }
   const bool has_groups = root.contains("groups");
   const bool has_params = root.contains("params");

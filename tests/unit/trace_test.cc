@@ -315,9 +315,129 @@ TEST_F(TraceTest, BadGroups) {
 }
 
 TEST_F(TraceTest, BadFormat) {
-  EXPECT_THAT(Error(R"({"format": "psbench-trace/2", "groups": [{"tensors": [1]}]})"),
-              HasSubstr("unsupported 'format' \"psbench-trace/2\""));
+  EXPECT_THAT(Error(R"({"format": "psbench-trace/3", "groups": [{"tensors": [1]}]})"),
+              HasSubstr("unsupported 'format' \"psbench-trace/3\" (this psbench reads \"psbench-trace/1\" and "
+                        "\"psbench-trace/2\")"));
   EXPECT_THAT(Error(R"({"format": 1, "groups": [{"tensors": [1]}]})"), HasSubstr("'format'"));
+  EXPECT_THAT(Error(R"({"format": "psbench-trace/2", "groups": [{"tensors": [1]}]})"),
+              HasSubstr("psbench-trace/2 has 'tensors' and 'steps', not 'groups'"));
+  EXPECT_THAT(Error(R"({"tensors": [], "steps": []})"), HasSubstr("has 'steps' but no \"format\""));
+  EXPECT_THAT(Error(R"({"format": "psbench-trace/1", "groups": [{"tensors": [1]}], "steps": []})"),
+              HasSubstr("'steps' belongs to \"psbench-trace/2\", not \"psbench-trace/1\""));
+}
+
+// ---- psbench-trace/2: a captured training job ---------------------------------------------------
+
+// Three tensors, two steps; tensor 1 has no gradient in step 1, tensor 2 is ready first.
+constexpr char kStepTrace[] = R"({
+  "format": "psbench-trace/2",
+  "tensors": [
+    {"name": "conv.weight", "shape": [4, 2], "dtype": "float32", "bytes": 32},
+    {"name": "conv.bias", "shape": [4], "dtype": "float16", "bytes": 8},
+    {"name": "fc.weight", "shape": [10, 10], "dtype": "float32", "bytes": 400}
+  ],
+  "buckets": {"tensors": [[2, 0], [1]]},
+  "steps": [
+    {"start_us": 0, "compute_us": 1000, "ready_us": [700.5, 800, 500], "bucket_ready_us": [700.5, 800]},
+    {"start_us": 1500, "compute_us": 900, "ready_us": [650, null, 450.25], "bucket_ready_us": [650, null]}
+  ]
+})";
+
+TEST_F(TraceTest, StepTraceGivesTheFirstStepsReadyOrderAndItsTiming) {
+  PayloadPlan plan = Load(kStepTrace);
+  ASSERT_EQ(plan.payloads.size(), 1u);
+  EXPECT_THAT(Names(plan, 0), ElementsAre("fc.weight", "conv.weight", "conv.bias"));
+  EXPECT_THAT(plan.Sizes(0), ElementsAre(400, 32, 8));
+  ASSERT_NE(plan.timing, nullptr);
+  const TraceTiming& t = *plan.timing;
+  ASSERT_EQ(t.tensors.size(), 3u);
+  EXPECT_EQ(t.tensors[1].name, "conv.bias");
+  EXPECT_THAT(t.dtypes, ElementsAre("float32", "float16", "float32"));
+  ASSERT_EQ(t.buckets.size(), 2u);
+  EXPECT_THAT(t.buckets[0], ElementsAre(2, 0));
+  ASSERT_EQ(t.steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.steps[1].start_us, 1500);
+  EXPECT_DOUBLE_EQ(t.steps[1].compute_us, 900);
+  EXPECT_DOUBLE_EQ(*t.steps[0].ready_us[0], 700.5);
+  EXPECT_FALSE(t.steps[1].ready_us[1].has_value());
+  EXPECT_DOUBLE_EQ(*t.steps[1].ready_us[2], 450.25);
+}
+
+TEST_F(TraceTest, StepTraceWithoutBucketsOrShapes) {
+  PayloadPlan plan = Load(R"({"format": "psbench-trace/2",
+    "tensors": [{"name": "a", "dtype": "bfloat16", "bytes": 6}, {"name": "b", "dtype": "int64", "bytes": 8}],
+    "steps": [{"start_us": 0, "compute_us": 10, "ready_us": [null, 3]},
+              {"start_us": 10, "compute_us": 10, "ready_us": [4, 3]}]})");
+  // "a" had no gradient in the first step: after those that had.
+  EXPECT_THAT(Names(plan, 0), ElementsAre("b", "a"));
+  ASSERT_NE(plan.timing, nullptr);
+  EXPECT_TRUE(plan.timing->buckets.empty());
+}
+
+TEST_F(TraceTest, StepTraceLeavesOutTensorsThatNeverHadAGradient) {
+  PayloadPlan plan = Load(R"({"format": "psbench-trace/2",
+    "tensors": [{"name": "a", "dtype": "float32", "bytes": 4}, {"name": "frozen", "dtype": "float32", "bytes": 4}],
+    "steps": [{"start_us": 0, "compute_us": 10, "ready_us": [5, null]}]})");
+  EXPECT_THAT(Names(plan, 0), ElementsAre("a"));
+  EXPECT_EQ(plan.timing->tensors.size(), 2u);
+}
+
+TEST_F(TraceTest, BadStepTraces) {
+  const std::string head = R"({"format": "psbench-trace/2", "tensors": [{"name": "a", "dtype": "float32", "bytes": 4}], )";
+  auto steps = [&head](const std::string& list) { return head + R"("steps": )" + list + "}"; };
+  // Missing times.
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "ready_us": [1]}])")), HasSubstr("step 0: missing 'compute_us'"));
+  EXPECT_THAT(Error(steps(R"([{"compute_us": 5, "ready_us": [1]}])")), HasSubstr("step 0: missing 'start_us'"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5}])")), HasSubstr("step 0: missing 'ready_us'"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": []}])")),
+              HasSubstr("step 0: 'ready_us' must list 1 times"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": [null]}])")),
+              HasSubstr("step 0: no tensor has a ready time"));
+  EXPECT_THAT(Error(steps("[]")), HasSubstr("missing 'steps'"));
+  // Times out of order, or out of range.
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": [1]},
+                              {"start_us": 3, "compute_us": 5, "ready_us": [1]}])")),
+              HasSubstr("step 1 starts at 3 us, before step 0 ended (at 5 us): steps out of order"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": [6]}])")),
+              HasSubstr("step 0, tensor 0: ready at 6 us, after the step's compute ended (5 us)"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": [-1]}])")),
+              HasSubstr("step 0, tensor 0: ready time must be a number of microseconds >= 0"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 0, "ready_us": [0]}])")),
+              HasSubstr("'compute_us' must be > 0"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": "0", "compute_us": 5, "ready_us": [1]}])")),
+              HasSubstr("'start_us' must be a number"));
+  // Tensors: unknown dtype, sizes that disagree, missing fields.
+  const std::string ok_steps = R"("steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1]}]})";
+  auto tensor = [&ok_steps](const std::string& t) {
+    return R"({"format": "psbench-trace/2", "tensors": [)" + t + "], " + ok_steps;
+  };
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "float33", "bytes": 4})")),
+              HasSubstr("tensor 0: unknown dtype \"float33\""));
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "float32", "shape": [3], "bytes": 4})")),
+              HasSubstr("tensor 0: 'bytes' is 4 but shape [3] of float32 makes 12"));
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "float32"})")), HasSubstr("tensor 0: missing 'bytes'"));
+  EXPECT_THAT(Error(tensor(R"({"dtype": "float32", "bytes": 4})")), HasSubstr("tensor 0: missing 'name'"));
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "bytes": 4})")), HasSubstr("tensor 0: missing 'dtype'"));
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "float32", "bytes": 0})")), HasSubstr("must be an integer in [1, 1GiB]"));
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "float32", "shape": [-1], "bytes": 4})")),
+              HasSubstr("'shape' must hold sizes >= 0"));
+  // A product that would wrap around to exactly 'bytes' in 64 bits.
+  EXPECT_THAT(Error(tensor(R"({"name": "a", "dtype": "uint8", "shape": [1073741824, 17179869185], "bytes": 1073741824})")),
+              HasSubstr("is over 1GiB, the most one tensor may be"));
+  // Buckets: coverage and ready times.
+  const std::string two = R"({"format": "psbench-trace/2", "tensors": [{"name": "a", "dtype": "float32", "bytes": 4},
+    {"name": "b", "dtype": "float32", "bytes": 4}], )";
+  EXPECT_THAT(Error(two + R"("buckets": {"tensors": [[0]]}, "steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1, 2]}]})"),
+              HasSubstr("tensor 1 is in no bucket"));
+  EXPECT_THAT(Error(two + R"("buckets": {"tensors": [[0, 1], [1]]}, "steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1, 2]}]})"),
+              HasSubstr("tensor 1 is in buckets 0 and 1"));
+  EXPECT_THAT(Error(two + R"("buckets": {"tensors": [[0, 2]]}, "steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1, 2]}]})"),
+              HasSubstr("bucket 0: 2 is not a tensor index (0 to 1)"));
+  EXPECT_THAT(Error(two + R"("buckets": {"tensors": [[0, 1]]}, "steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1, 2],
+                             "bucket_ready_us": [1]}]})"),
+              HasSubstr("step 0, bucket 0: ready at 1 but its last tensor was 2 us"));
+  EXPECT_THAT(Error(two + R"("steps": [{"start_us": 0, "compute_us": 5, "ready_us": [1, 2], "bucket_ready_us": [2]}]})"),
+              HasSubstr("step 0: 'bucket_ready_us' without 'buckets'"));
 }
 
 }  // namespace
