@@ -237,6 +237,7 @@ const std::vector<FieldIo>& Fields() {
       Blob("config", &Record::config),
       Blob("cpu", &Record::cpu),
       Blob("placement", &Record::placement),
+      Blob("shards", &Record::shards),
       Blob("environment", &Record::environment),
       Blob("cluster", &Record::cluster),
       Blob("command", &Record::command),

@@ -88,6 +88,8 @@ struct Record {
 
   // --- how it was obtained: kept as written, read through the accessors below ------------
   nlohmann::json config, cpu, placement, environment, cluster, command, worker_command;
+  // A trace placed over the PS (throughput): [{"ps", "tensors", "bytes"}] per PS.
+  nlohmann::json shards;
   std::optional<std::string> timestamp;
 
   // Every other field, as written (buffers, ps_counted, per_worker, final_params, ...).

@@ -255,6 +255,19 @@ void TablePrinter::Print(const Record& r) {
   std::vector<std::string> ps_cpus = r.PsCpuAffinity();
   header += fmt::format("\n# placement: worker CPUs {} | PS CPUs {}", r.WorkerCpuAffinity(),
                         ps_cpus.empty() ? "?" : absl::StrJoin(ps_cpus, ","));
+  if (r.shards.is_array() && !r.shards.empty()) {  // a trace placed over the PS by bytes
+    std::vector<std::string> parts;
+    for (const json& s : r.shards) {
+      auto text = [&s](const char* key) {
+        return s.is_object() && s.contains(key) && s[key].is_string() ? s[key].get<std::string>() : std::string("?");
+      };
+      auto count = [&s](const char* key) {
+        return s.is_object() && s.contains(key) && s[key].is_number_unsigned() ? s[key].get<uint64_t>() : uint64_t{0};
+      };
+      parts.push_back(fmt::format("{} {} tensors {}", text("ps"), count("tensors"), FormatSize(count("bytes"))));
+    }
+    header += fmt::format("\n# tensors placed by bytes: {}", absl::StrJoin(parts, " | "));
+  }
   StreamingTable table(out_, kind->row_columns);
   if (header != last_header_) {
     if (!last_header_.empty()) fmt::print(out_, "\n");

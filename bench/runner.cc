@@ -20,15 +20,14 @@ uint64_t NowNs() {
 
 struct Slot {
   size_t server = 0;
-  size_t payload = 0;
+  size_t payload = 0;  // in the server's list
   uint64_t start_ns = 0;
 };
 
 class Loop {
  public:
-  Loop(const Scenario& s, Client& client, const std::vector<int>& ids,
-       const std::vector<uint64_t>& bytes)
-      : s_(s), client_(client), ids_(ids), bytes_(bytes) {
+  Loop(const Scenario& s, Client& client, const PayloadSet& payloads)
+      : s_(s), client_(client), payloads_(payloads) {
     op_ = s.benchmark == Benchmark::kLatency ? Op::kEcho : Op::kPush;
     size_t servers = s.benchmark == Benchmark::kThroughput ? client.num_servers() : 1;
     int depth = s.benchmark == Benchmark::kLatency     ? 1
@@ -39,6 +38,7 @@ class Loop {
       for (size_t srv = 0; srv < servers; ++srv) slots_.push_back(Slot{srv, 0, 0});
     }
     servers_ = servers;
+    next_payload_.assign(servers, 0);
   }
 
   size_t servers() const { return servers_; }
@@ -78,11 +78,11 @@ class Loop {
       if (m != nullptr) {
         m->latency.Add(now - slot.start_ns);
         m->ops += 1;
-        m->bytes += bytes_[slot.payload];
+        m->bytes += Bytes(slot);
         m->ops_per_ps[slot.server] += 1;
       }
       last = now;
-      LoopProgress().Completed(bytes_[slot.payload]);
+      LoopProgress().Completed(Bytes(slot));
       if (may_issue(slot.server, now)) {
         Issue(c->tag);
         ++issued[slot.server];
@@ -94,22 +94,25 @@ class Loop {
   }
 
  private:
+  uint64_t Bytes(const Slot& slot) const { return payloads_.bytes[payloads_.list(slot.server)][slot.payload]; }
+
   void Issue(size_t slot_index) {
     Slot& slot = slots_[slot_index];
-    slot.payload = next_payload_;
-    next_payload_ = (next_payload_ + 1) % ids_.size();
+    const std::vector<int>& ids = payloads_.ids[payloads_.list(slot.server)];
+    size_t& next = next_payload_[slot.server];
+    slot.payload = next;
+    next = (next + 1) % ids.size();
     slot.start_ns = NowNs();
-    client_.Start(op_, slot.server, ids_[slot.payload], slot_index);
+    client_.Start(op_, slot.server, ids[slot.payload], slot_index);
   }
 
   const Scenario& s_;
   Client& client_;
-  const std::vector<int>& ids_;
-  const std::vector<uint64_t>& bytes_;
+  const PayloadSet& payloads_;
   Op op_;
   size_t servers_ = 1;
   std::vector<Slot> slots_;
-  size_t next_payload_ = 0;
+  std::vector<size_t> next_payload_;  // per server
 };
 
 absl::StatusOr<std::vector<CpuTimes>> PsCpu(Client& client, size_t servers,
@@ -125,6 +128,52 @@ absl::StatusOr<std::vector<CpuTimes>> PsCpu(Client& client, size_t servers,
 }
 
 }  // namespace
+
+std::vector<int> PayloadSet::all_ids() const {
+  std::vector<int> out;
+  for (const auto& list : ids) out.insert(out.end(), list.begin(), list.end());
+  return out;
+}
+
+absl::StatusOr<PayloadSet> RegisterPayloads(const Scenario& scenario, Client& client, const PayloadPlan& plan,
+                                            std::vector<std::unique_ptr<Payload>>* owned) {
+  const size_t servers = client.num_servers();
+  const bool place = PlacesOverPs(scenario, servers);
+  std::vector<std::vector<Shard>> placed;
+  if (place) {
+    auto p = PlaceOverPs(plan, servers);
+    if (!p.ok()) return p.status();
+    placed = std::move(*p);
+  }
+  PayloadSet set;
+  set.ids.resize(place ? servers : 1);
+  set.bytes.resize(set.ids.size());
+  if (place) set.shards.resize(servers);
+  auto add = [&](size_t list, const std::vector<uint64_t>& sizes, uint64_t seed) -> absl::Status {
+    owned->push_back(std::make_unique<Payload>(sizes, seed));
+    auto id = client.Register(*owned->back());
+    if (!id.ok()) return id.status();
+    set.ids[list].push_back(*id);
+    set.bytes[list].push_back(owned->back()->total_bytes());
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < plan.payloads.size(); ++i) {
+    const std::vector<uint64_t> sizes = plan.Sizes(i);
+    if (!place) {
+      if (absl::Status s = add(0, sizes, scenario.payload.seed + i); !s.ok()) return s;
+      continue;
+    }
+    const std::vector<Shard>& shards = placed[i];
+    for (size_t p = 0; p < servers; ++p) {
+      std::vector<uint64_t> part;
+      for (size_t t : shards[p].tensors) part.push_back(sizes[t]);
+      if (absl::Status s = add(p, part, scenario.payload.seed + i * servers + p); !s.ok()) return s;
+      set.shards[p].tensors.insert(set.shards[p].tensors.end(), shards[p].tensors.begin(), shards[p].tensors.end());
+      set.shards[p].bytes += shards[p].bytes;
+    }
+  }
+  return set;
+}
 
 absl::Status AwaitPeers(Client& client, const Scenario& s, const std::string& name, absl::Time deadline) {
   const absl::Time start = absl::Now();
@@ -146,9 +195,7 @@ absl::Status AwaitPeers(Client& client, const Scenario& s, const std::string& na
 }
 
 absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
-                                         const std::vector<int>& payload_ids,
-                                         const std::vector<uint64_t>& payload_bytes,
-                                         size_t plan_index) {
+                                         const PayloadSet& payloads, size_t plan_index) {
   auto sync = [&](const char* phase) -> absl::Status {
     if (scenario.num_workers <= 1) return absl::OkStatus();
     // At the first barrier the others have only to start and connect; later, another worker
@@ -159,7 +206,7 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
     return AwaitPeers(client, scenario, absl::StrCat(scenario.run_id, "/plan-", plan_index, "/", phase),
                       deadline);
   };
-  Loop loop(scenario, client, payload_ids, payload_bytes);
+  Loop loop(scenario, client, payloads);
   LoopProgress().plan.store(static_cast<int>(plan_index), std::memory_order_relaxed);
   LoopProgress().StartPhase(LoopCounters::kIdle);  // waiting for the other workers
   if (absl::Status s = sync("warmup"); !s.ok()) return s;

@@ -4,12 +4,15 @@
 #define PSBENCH_BENCH_RUNNER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "bench/histogram.h"
 #include "bench/scenario.h"
 #include "bench/sysinfo.h"
+#include "payloads/payload.h"
+#include "payloads/placement.h"
 #include "transports/transport.h"
 
 namespace psbench {
@@ -33,16 +36,33 @@ struct Measurement {
   absl::Time start, end;
 };
 
-// Runs warm-up, then measurement, of `scenario.benchmark` with the registered payloads
-// `payload_ids` (operation i carries payload i % size). Every operation issued in the
-// measurement is waited for and counted: time runs from the first start to the last
-// completion, so no byte is left out and none counted twice. With several workers, all
+// The registered payloads a benchmark sends, and their bytes: one list for every PS, or (a
+// trace placed over the PS by bytes) one list per PS. The i-th operation to a PS carries its
+// list's payload i % size.
+struct PayloadSet {
+  std::vector<std::vector<int>> ids;
+  std::vector<std::vector<uint64_t>> bytes;
+  // Placed: per PS, the tensors and bytes it holds, over all the plan's payloads.
+  std::vector<Shard> shards;
+
+  size_t list(size_t server) const { return ids.size() == 1 ? 0 : server; }
+  std::vector<int> all_ids() const;
+};
+
+// Registers `plan`'s payloads with `client`, their memory kept in `owned`. Each goes whole to
+// every PS, except a trace's in the throughput benchmark over several PS: its tensors are
+// placed over the PS by bytes (payloads/placement.h), as a model's variables are, and each PS
+// gets its own part. A trace with fewer tensors than PS is bad input.
+absl::StatusOr<PayloadSet> RegisterPayloads(const Scenario& scenario, Client& client, const PayloadPlan& plan,
+                                            std::vector<std::unique_ptr<Payload>>* owned);
+
+// Runs warm-up, then measurement, of `scenario.benchmark` with `payloads`. Every operation
+// issued in the measurement is waited for and counted: time runs from the first start to the
+// last completion, so no byte is left out and none counted twice. With several workers, all
 // start warm-up together and all start measuring together (barriers on PS 0 named after
 // the scenario's run_id and `plan_index`).
 absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& client,
-                                         const std::vector<int>& payload_ids,
-                                         const std::vector<uint64_t>& payload_bytes,
-                                         size_t plan_index);
+                                         const PayloadSet& payloads, size_t plan_index);
 
 // Waits at barrier `name` on PS 0 with the scenario's other workers until `deadline`; after
 // 2 s, and every 10 s after, says on stderr which workers it waits for. At the deadline,

@@ -96,15 +96,44 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   return plans;
 }
 
-absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans,
-                                      uint64_t max_message_bytes, absl::string_view whose) {
-  if (max_message_bytes == 0) return absl::OkStatus();
-  for (const PayloadPlan& plan : plans) {
-    for (size_t i = 0; i < plan.payloads.size(); ++i) {
-      if (plan.Bytes(i) <= max_message_bytes) continue;
+bool PlacesOverPs(const Scenario& s, size_t num_ps) {
+  return s.benchmark == Benchmark::kThroughput && s.payload.scheme == Scheme::kTrace && !s.sweep && num_ps > 1;
+}
+
+absl::StatusOr<std::vector<std::vector<Shard>>> PlaceOverPs(const PayloadPlan& plan, size_t num_ps) {
+  std::vector<std::vector<Shard>> out;
+  for (size_t i = 0; i < plan.payloads.size(); ++i) {
+    const std::vector<uint64_t> sizes = plan.Sizes(i);
+    if (sizes.size() < num_ps) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a ", FormatSize(plan.Bytes(i)), " payload is over ", whose,
-          " --max-message-size=", FormatSize(max_message_bytes),
+          "--benchmark=throughput places a trace's tensors over the PS by bytes, but ",
+          plan.payloads.size() > 1 ? absl::StrCat("group ", i, " of the trace") : std::string("the trace"),
+          " has ", sizes.size(), " tensor", sizes.size() == 1 ? "" : "s", " for ", num_ps,
+          " PS; each PS needs at least one (use fewer PS)"));
+    }
+    out.push_back(PlaceByBytes(sizes, num_ps));
+  }
+  return out;
+}
+
+absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uint64_t max_message_bytes,
+                                      absl::string_view whose, size_t place_over) {
+  for (const PayloadPlan& plan : plans) {
+    std::vector<uint64_t> messages;
+    if (place_over > 0) {
+      auto placed = PlaceOverPs(plan, place_over);
+      if (!placed.ok()) return placed.status();
+      for (const auto& shards : *placed) {
+        for (const Shard& s : shards) messages.push_back(s.bytes);
+      }
+    } else {
+      for (size_t i = 0; i < plan.payloads.size(); ++i) messages.push_back(plan.Bytes(i));
+    }
+    for (uint64_t bytes : messages) {
+      if (max_message_bytes == 0 || bytes <= max_message_bytes) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a ", FormatSize(bytes), place_over > 0 ? " part of a trace placed over the PS" : " payload",
+          " is over ", whose, " --max-message-size=", FormatSize(max_message_bytes),
           ", which refuses larger messages; raise it or send smaller payloads"));
     }
   }

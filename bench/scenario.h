@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "inputs/input_file.h"
+#include "payloads/placement.h"
 #include "payloads/spec.h"
 #include "transports/transport.h"
 
@@ -75,11 +76,19 @@ struct Scenario {
 // Cross-field checks; errors name the flag ("--window must be at least 1").
 absl::Status ValidateScenario(const Scenario& s);
 
-// INVALID_ARGUMENT when one payload of `plans` (sent whole in one message, as latency,
-// bandwidth and throughput do) is larger than a PS accepts, `max_message_bytes` (0: no
-// limit known); `whose` names the PS ("PS 10.0.0.1:5000's", "the PS's").
-absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans,
-                                      uint64_t max_message_bytes, absl::string_view whose);
+// Whether `s` places its payloads' tensors over `num_ps` PS instead of sending each whole to
+// every PS: a trace in the throughput benchmark over several PS (a trace is a model).
+bool PlacesOverPs(const Scenario& s, size_t num_ps);
+// Each payload of `plan` placed over `num_ps` PS by bytes (payloads/placement.h), in the
+// payload's order; INVALID_ARGUMENT when one has fewer tensors than PS.
+absl::StatusOr<std::vector<std::vector<Shard>>> PlaceOverPs(const PayloadPlan& plan, size_t num_ps);
+
+// INVALID_ARGUMENT when a message of `plans` (a payload sent whole, as latency, bandwidth and
+// throughput do, or its part on one PS when placed over `place_over` > 0 PS) is larger than
+// a PS accepts, `max_message_bytes` (0: no limit known), or when a payload cannot be placed;
+// `whose` names the PS ("PS 10.0.0.1:5000's", "the PS's").
+absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uint64_t max_message_bytes,
+                                      absl::string_view whose, size_t place_over = 0);
 
 // Parses "MIN:MAX" (sizes as ParseSize), MIN <= MAX, both >= 1.
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text);

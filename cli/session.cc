@@ -39,7 +39,7 @@ void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& la
 // plan is resolved now, so a bad trace fails before any process starts.
 std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
                                                      const std::vector<CompareEntry>& compare,
-                                                     uint64_t ps_max_message_bytes) {
+                                                     uint64_t ps_max_message_bytes, size_t num_ps) {
   std::vector<Benchmark> benchmarks = {base.benchmark};
   std::vector<Scheme> schemes = {base.payload.scheme};
   if (tour) {
@@ -68,7 +68,9 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       }
       auto plans = s.Plans();
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-      if (absl::Status st = CheckPayloadsFitMessages(*plans, ps_max_message_bytes, "the PS's"); !st.ok()) {
+      if (absl::Status st = CheckPayloadsFitMessages(*plans, ps_max_message_bytes, "the PS's",
+                                                     PlacesOverPs(s, num_ps) ? num_ps : 0);
+          !st.ok()) {
         Die(kProgram, st, kExitUsage);
       }
       runs.emplace_back(s, plans->size());
@@ -201,7 +203,7 @@ int RunSession(Session& session, Scenario base) {
                      "--num-ps/--num-workers above 1"),
         kExitUsage);
   }
-  auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes);
+  auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes, o.num_ps);
   if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
   session.Begin();
   if (tour) {

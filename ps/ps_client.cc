@@ -32,20 +32,16 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
 
   // Placement: each tensor on the PS with the fewest bytes so far, in model order.
   const size_t num_ps = client.num_servers();
-  ps->shards_.resize(num_ps);
-  ps->data_plane_.resize(num_ps);
   for (size_t t = 0; t < tensor_bytes.size(); ++t) {
     if (tensor_bytes[t] % sizeof(float) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("tensor ", t, ": ", tensor_bytes[t],
                                                      " bytes are not float32 data"));
     }
-    auto least = std::min_element(ps->shards_.begin(), ps->shards_.end(),
-                                  [](const ShardPayloads& a, const ShardPayloads& b) {
-                                    return a.placed.bytes < b.placed.bytes;
-                                  });
-    least->placed.tensors.push_back(static_cast<int>(t));
-    least->placed.bytes += tensor_bytes[t];
   }
+  ps->shards_.resize(num_ps);
+  ps->data_plane_.resize(num_ps);
+  std::vector<Shard> placed = PlaceByBytes(tensor_bytes, num_ps);
+  for (size_t p = 0; p < num_ps; ++p) ps->shards_[p].placed = std::move(placed[p]);
 
   // Each PS's request and reply: [header, its tensors...], registered once for the run.
   ps->bytes_ = tensor_bytes;
@@ -53,11 +49,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
   ps->incoming_.resize(tensor_bytes.size());
   for (ShardPayloads& shard : ps->shards_) {
     std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
-    for (int t : shard.placed.tensors) sizes.push_back(tensor_bytes[t]);
+    for (size_t t : shard.placed.tensors) sizes.push_back(tensor_bytes[t]);
     shard.request = std::make_unique<Payload>(sizes, o.seed);
     shard.reply = std::make_unique<Payload>(sizes, o.seed);
     for (size_t k = 0; k < shard.placed.tensors.size(); ++k) {
-      const int t = shard.placed.tensors[k];
+      const size_t t = shard.placed.tensors[k];
       ps->outgoing_[t] = reinterpret_cast<float*>(shard.request->mutable_buffer(k + 1).data());
       ps->incoming_[t] = reinterpret_cast<float*>(shard.reply->mutable_buffer(k + 1).data());
     }

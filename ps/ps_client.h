@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "payloads/payload.h"
+#include "payloads/placement.h"
 #include "ps/param_protocol.h"
 #include "transports/transport.h"
 
@@ -32,12 +33,6 @@ class PsClient {
     // How long one round may take, past the transport's own RPC timeout.
     absl::Duration round_timeout = absl::Seconds(65);
   };
-  // One PS's shard: the tensors placed on it, in model order, and their bytes.
-  struct Shard {
-    std::vector<int> tensors;
-    uint64_t bytes = 0;
-  };
-
   // Places tensor t (`tensor_bytes[t]`, a multiple of 4) on the PS with the fewest bytes so
   // far, in model order (as tf_cnn_benchmarks places variables), and registers each PS's
   // request [header, gradients...] and reply [header, parameters...] with `client`.
@@ -50,6 +45,7 @@ class PsClient {
 
   size_t num_ps() const { return shards_.size(); }
   size_t num_tensors() const { return outgoing_.size(); }
+  // PS `ps`'s shard: the tensors placed on it, in model order, and their bytes.
   const Shard& shard(size_t ps) const { return shards_[ps].placed; }
   const std::string& ps_address(size_t ps) const { return client_.server_address(ps); }
   // The hash of the run id that every header and report carries.

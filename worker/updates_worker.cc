@@ -214,7 +214,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       for (uint32_t r4 = 0; r4 < 4; ++r4) dec += applied.count[r4] * (1 + ((r4 + b) & 3));
       expected_for_code[b] = -static_cast<double>(dec);
     }
-    for (int t : ps.shard(p).tensors) {
+    for (size_t t : ps.shard(p).tensors) {
       const float* got = ps.incoming(t);
       for (uint64_t i = 0; i < elements[t]; ++i) {
         const double want = Initial(seed, t, i) + expected_for_code[codes[t][i]];
@@ -228,7 +228,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       }
     }
     nlohmann::json placed = nlohmann::json::array();
-    for (int t : ps.shard(p).tensors) placed.push_back(t);
+    for (size_t t : ps.shard(p).tensors) placed.push_back(t);
     ps_json.push_back({{"ps", address},
                        {"tensors", placed},
                        {"bytes", ps.shard(p).bytes},

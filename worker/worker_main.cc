@@ -272,8 +272,10 @@ int Main(int argc, char** argv) {
   // The benchmarks send each payload whole to a PS: one it would refuse is bad input, found
   // now rather than as a failed call.
   for (size_t i = 0; i < (*client)->num_servers(); ++i) {
+    const size_t num_ps = (*client)->num_servers();
     if (absl::Status s = CheckPayloadsFitMessages(*plans, (*client)->max_message_bytes(i),
-                                                  absl::StrCat("PS ", (*client)->server_address(i), "'s"));
+                                                  absl::StrCat("PS ", (*client)->server_address(i), "'s"),
+                                                  PlacesOverPs(*scenario, num_ps) ? num_ps : 0);
         !s.ok()) {
       Die(kProgram, s, kExitUsage);
     }
@@ -285,17 +287,9 @@ int Main(int argc, char** argv) {
                             absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
-    std::vector<int> ids;
-    std::vector<uint64_t> bytes;
-    for (size_t i = 0; i < plan.payloads.size(); ++i) {
-      auto sizes = plan.Sizes(i);
-      payloads.push_back(std::make_unique<Payload>(sizes, scenario->payload.seed + i));
-      auto id = (*client)->Register(*payloads.back());
-      if (!id.ok()) Die(kProgram, id.status(), ExitCodeFor(id.status()));
-      ids.push_back(*id);
-      bytes.push_back(plan.Bytes(i));
-    }
-    auto m = RunBenchmark(*scenario, **client, ids, bytes, p);
+    auto set = RegisterPayloads(*scenario, **client, plan, &payloads);
+    if (!set.ok()) Die(kProgram, set.status(), ExitCodeFor(set.status()));
+    auto m = RunBenchmark(*scenario, **client, *set, p);
     if (!m.ok()) {
       std::string what = m.status().code() != absl::StatusCode::kDataLoss ? "benchmark failed: "
                          : scenario->validate                                ? "validation failed: "
@@ -306,6 +300,15 @@ int Main(int argc, char** argv) {
     auto hold = progress.Hold();  // no status line while this plan's results print
     Record record = MakeRecord(*scenario, plan, *m);
     record.command = command;
+    for (size_t i = 0; i < set->shards.size(); ++i) {
+      record.shards.push_back({{"ps", (*client)->server_address(i)},
+                               {"tensors", set->shards[i].tensors.size()},
+                               {"bytes", set->shards[i].bytes}});
+    }
+    if (!set->shards.empty() && m->ops > 0) {  // placed: an operation carries one PS's part
+      record.payload_bytes = static_cast<double>(m->bytes) / static_cast<double>(m->ops);
+      record.payload_bytes_exact = false;
+    }
     if (uint64_t lost = record.peers_lost.value_or(0); lost > 0) {
       // This worker's figures are its own and complete; the run it is part of lost workers.
       std::fprintf(stderr,
@@ -323,7 +326,7 @@ int Main(int argc, char** argv) {
     }
     // Nothing is in flight after a measurement: free this plan's payloads (a sweep to 1 GiB
     // would otherwise hold every size at once).
-    for (int id : ids) (*client)->Unregister(id);
+    for (int id : set->all_ids()) (*client)->Unregister(id);
     payloads.clear();
   }
   return 0;

@@ -79,6 +79,7 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("negative-tensor.json", R"([{"name": "w", "bytes": -1}])");
     tmp_.Write("huge.json", "[2147483648]");
     tmp_.Write("valid.json", "[10, 1024]");
+    tmp_.Write("one-tensor.json", "[4096]");
     tmp_.Write("two-mib.json", "[[1048576], [1048576]]");
     tmp_.Write("hosts", "127.0.0.1 slots=4\n");
     tmp_.Write("one-host", "127.0.0.1\n");
@@ -302,6 +303,9 @@ const std::vector<BadInput> kRunCases = {
     {"LatencyWithTwoPs", Tool::kRun, {"--num-ps=2"}, {"--benchmark=latency", "--num-ps"}},
     {"LatencyWithTwoWorkers", Tool::kRun, {"--num-workers=2"}, {"--num-workers"}},
     {"ZeroPs", Tool::kRun, {"--benchmark=throughput", "--num-ps=0"}, {"--num-ps"}},
+    {"TraceOfFewerTensorsThanPs", Tool::kRun,
+     {"--benchmark=throughput", "--num-ps=2", "--scheme=trace", "--trace=$DIR/one-tensor.json"},
+     {"the trace has 1 tensor for 2 PS", "each PS needs at least one"}},
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
     {"PsThreadsOnCallbackApi", Tool::kRun, {"--grpc-api=callback", "--ps-threads=2"},
      {"--ps-threads", "--grpc-api=cq only"}},

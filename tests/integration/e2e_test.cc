@@ -394,6 +394,39 @@ TEST_F(E2EWorkerTest, ThroughputCountsIterationsPerPs) {
   EXPECT_EQ(second->process().Stop(SIGTERM), 0);
 }
 
+// A trace is a model: over several PS each tensor goes to one PS, placed by bytes as the
+// trainer places variables, not the whole trace to every PS.
+TEST_F(E2EWorkerTest, ThroughputPlacesATracesTensorsOverThePsByBytes) {
+  auto second = PsServer::Start();
+  ASSERT_TRUE(second);
+  // By bytes, in order: a -> PS 0, b -> PS 1, c -> PS 1 (600 < 1000), d -> PS 0: 1100 B each.
+  const std::string trace = tmp_.Write("model.json", R"([{"name": "a", "bytes": 1000}, {"name": "b", "bytes": 600},
+                                                          {"name": "c", "bytes": 500}, {"name": "d", "bytes": 100}])");
+  auto records = RunForRecords(WorkerArgv(ps_->address() + "," + second->address(),
+                                          {"--benchmark=throughput", "--validate", "--scheme=trace",
+                                           "--trace=" + trace, "--warmup-iterations=3", "--iterations=10"}));
+  ASSERT_EQ(records.size(), 1u);
+  const Json& r = records[0];
+  EXPECT_EQ(r["shards"], Json::parse(R"([{"ps": ")" + ps_->address() + R"(", "tensors": 2, "bytes": 1100},
+                                         {"ps": ")" + second->address() + R"(", "tensors": 2, "bytes": 1100}])"));
+  EXPECT_EQ(r.value("iterations", 0), 20) << "10 to each PS";
+  EXPECT_EQ(r.value("bytes", uint64_t{0}), 20u * 1100) << "each operation carries its PS's part";
+  EXPECT_EQ(r.value("payload_bytes", 0.0), 1100.0) << "the mean an operation carried";
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(r["ps_counted"][p].value("bytes", uint64_t{0}), 10u * 1100) << "PS " << p << " counted its part";
+  }
+  // One tensor cannot be spread over two PS.
+  const std::string one = tmp_.Write("one.json", "[4096]");
+  RunResult bad = RunCommand(WorkerArgv(ps_->address() + "," + second->address(),
+                                        {"--benchmark=throughput", "--scheme=trace", "--trace=" + one, "--iterations=5"}),
+                             seconds(30));
+  EXPECT_EQ(bad.exit_code, 2) << bad.Describe();
+  ASSERT_EQ(bad.ErrLines().size(), 1u) << bad.Describe();
+  EXPECT_NE(bad.err.find("the trace has 1 tensor for 2 PS; each PS needs at least one"), std::string::npos)
+      << bad.Describe();
+  EXPECT_EQ(second->process().Stop(SIGTERM), 0);
+}
+
 TEST_F(E2ETest, RunThroughputTwoPsThreeWorkersAddsUp) {
   auto records = RunForRecords(RunArgv({"--benchmark=throughput", "--num-ps=2",
                                         "--num-workers=3", "--iterations=30", "--warmup=0s",

@@ -76,8 +76,8 @@ TEST_F(PsClientTest, PlacesTensorsByBytesInModelOrder) {
   ASSERT_TRUE(ps.ok()) << ps.status();
   // 400 -> PS 0; 100 -> PS 1 (0 bytes); 100 -> PS 1 (100 < 400); 300 -> PS 1 (200 < 400);
   // 4 -> PS 0 (400 < 500).
-  EXPECT_EQ((*ps)->shard(0).tensors, (std::vector<int>{0, 4}));
-  EXPECT_EQ((*ps)->shard(1).tensors, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ((*ps)->shard(0).tensors, (std::vector<size_t>{0, 4}));
+  EXPECT_EQ((*ps)->shard(1).tensors, (std::vector<size_t>{1, 2, 3}));
   EXPECT_EQ((*ps)->shard(0).bytes, 404u);
   EXPECT_EQ((*ps)->shard(1).bytes, 500u);
   nlohmann::json placement = (*ps)->PlacementJson();

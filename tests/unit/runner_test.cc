@@ -46,16 +46,9 @@ class RunnerTest : public ::testing::Test {
     auto plans = scenario_.Plans();
     if (!plans.ok()) return plans.status();
     plan_ = (*plans)[0];
-    std::vector<int> ids;
-    std::vector<uint64_t> bytes;
-    for (size_t i = 0; i < plan_.payloads.size(); ++i) {
-      payloads_.push_back(std::make_unique<Payload>(plan_.Sizes(i), scenario_.payload.seed + i));
-      auto id = client_->Register(*payloads_.back());
-      if (!id.ok()) return id.status();
-      ids.push_back(*id);
-      bytes.push_back(plan_.Bytes(i));
-    }
-    auto m = RunBenchmark(scenario_, *client_, ids, bytes, 0);
+    auto set = RegisterPayloads(scenario_, *client_, plan_, &payloads_);
+    if (!set.ok()) return set.status();
+    auto m = RunBenchmark(scenario_, *client_, *set, 0);
     if (m.ok() && record != nullptr) *record = RecordToJson(MakeRecord(scenario_, plan_, *m));
     return m;
   }
