@@ -25,17 +25,14 @@ std::shared_ptr<grpc::Channel> ConnectedChannel(const std::string& target) {
   return channel;
 }
 
-int ServeOnOneQueue(int32_t port, const std::function<void(grpc::ServerBuilder&)>& add_service,
-                    const std::function<void(grpc::ServerCompletionQueue*)>& post,
-                    const std::function<void(void*, bool)>& proceed) {
-  // Stop signals are blocked before gRPC starts threads (they inherit the mask) and taken
-  // by a thread of their own, which stops the server; the calling thread drives the queue.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+FloorServer StartFloorServer(int32_t port, const std::function<void(grpc::ServerBuilder&)>& add_service,
+                             bool with_queue) {
+  FloorServer s;
+  sigemptyset(&s.stop);
+  sigaddset(&s.stop, SIGTERM);
+  sigaddset(&s.stop, SIGINT);
+  sigaddset(&s.stop, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &s.stop, nullptr);
 
   grpc::ServerBuilder builder;
   int selected_port = 0;
@@ -44,15 +41,25 @@ int ServeOnOneQueue(int32_t port, const std::function<void(grpc::ServerBuilder&)
   builder.SetMaxSendMessageSize(INT_MAX);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
   add_service(builder);
-  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
+  if (with_queue) s.cq = builder.AddCompletionQueue();
+  s.server = builder.BuildAndStart();
+  if (!s.server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
   announce_listening(selected_port);
+  return s;
+}
 
+int ServeOnOneQueue(int32_t port, const std::function<void(grpc::ServerBuilder&)>& add_service,
+                    const std::function<void(grpc::ServerCompletionQueue*)>& post,
+                    const std::function<void(void*, bool)>& proceed) {
+  // A thread of its own takes the stop signal and stops the server; the calling thread
+  // drives the queue.
+  FloorServer s = StartFloorServer(port, add_service, /*with_queue=*/true);
+  std::unique_ptr<grpc::Server>& server = s.server;
+  std::unique_ptr<grpc::ServerCompletionQueue>& cq = s.cq;
   post(cq.get());  // before the queue can be shut down
   std::thread stopper([&] {
     int sig = 0;
-    sigwait(&stop, &sig);
+    sigwait(&s.stop, &sig);
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     cq->Shutdown();
   });

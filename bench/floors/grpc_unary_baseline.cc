@@ -100,31 +100,13 @@ int run_server() {
   const int32_t port = floors::server_port_from_flags();
   floors::pin_cpus(absl::GetFlag(FLAGS_cpu));
 
-  // Block the stop signals before gRPC starts threads (they inherit the mask),
-  // so only main's sigwait ever sees them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
   BaselineService service(absl::GetFlag(FLAGS_once));
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(fmt::format("127.0.0.1:{}", port), grpc::InsecureServerCredentials(), &selected_port);
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port must fail, not be shared
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || selected_port == 0) fatal(fmt::format("cannot listen on 127.0.0.1:{}", port));
-  floors::announce_listening(selected_port);
-
+  floors::FloorServer s = floors::StartFloorServer(
+      port, [&service](grpc::ServerBuilder& builder) { builder.RegisterService(&service); }, /*with_queue=*/false);
   int sig = 0;
-  sigwait(&stop, &sig);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  server->Wait();
+  sigwait(&s.stop, &sig);  // gRPC's threads have the stop signals blocked
+  s.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  s.server->Wait();
   return 0;
 }
 
