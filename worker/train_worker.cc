@@ -94,9 +94,10 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     data.Fill(first, settings.batch, images, labels);
     net.SetBatch(images, labels);
     const auto start = Clock::now();
+    trace.StepStart();
     const double loss = net.Forward();
-    trace.Start();
     net.Backward([&trace](int p) { trace.Ready(p); });
+    trace.StepEnd();
     const auto computed = Clock::now();
     if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, step); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
     const auto exchanged = Clock::now();

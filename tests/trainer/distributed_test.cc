@@ -3,6 +3,7 @@
 // gradient trace must replay as a payload trace, and bad trainer flags must be refused.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -103,7 +104,8 @@ TEST_F(DistributedTrainingTest, AsyncTrainsAndReportsPerStepSplit) {
   }
 }
 
-// --write-trace records the gradients in a form the trace payload scheme replays.
+// --write-trace records the gradients as psbench_trace does from PyTorch (psbench-trace/2),
+// which the trace payload scheme replays.
 TEST_F(DistributedTrainingTest, TraceReplaysAsPayloadTrace) {
   const std::string trace = TempPath("trace.json");
   Argv train = {BinPath("psbench"), "train", "--model=tiny", "--batch=4", "--steps=2",
@@ -113,11 +115,23 @@ TEST_F(DistributedTrainingTest, TraceReplaysAsPayloadTrace) {
   EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("conv1"), std::string::npos) << r.out;  // the per-layer table
   Json j = Json::parse(ReadFile(trace));
-  ASSERT_EQ(j["params"].size(), 8u);  // 4 layers x (weights, bias)
-  EXPECT_EQ(j["params"][0]["name"], "conv1/weights");
-  EXPECT_EQ(j["params"][0]["bytes"], 16 * 3 * 3 * 3 * 4);
-  // Backward runs from the classifier down: fc4's gradients are ready first.
-  EXPECT_EQ(j["params"][6]["grad_ready_order"], 0);
+  EXPECT_EQ(j["format"], "psbench-trace/2");
+  ASSERT_EQ(j["tensors"].size(), 8u);  // 4 layers x (weights, bias)
+  EXPECT_EQ(j["tensors"][0]["name"], "conv1/weights");
+  EXPECT_EQ(j["tensors"][0]["bytes"], 16 * 3 * 3 * 3 * 4);
+  EXPECT_EQ(j["tensors"][0]["dtype"], "float32");
+  ASSERT_GE(j["steps"].size(), 2u) << "one per fwd+bwd iteration";
+  for (const Json& step : j["steps"]) {
+    const double compute = step["compute_us"].get<double>();
+    EXPECT_GT(compute, 0);
+    ASSERT_EQ(step["ready_us"].size(), 8u);
+    std::vector<double> ready;
+    for (const Json& r : step["ready_us"]) ready.push_back(r.get<double>());
+    for (double r : ready) EXPECT_LE(r, compute + 0.01);
+    // Backward runs from the classifier down: fc4's gradients are ready first, conv1's last.
+    EXPECT_EQ(std::min_element(ready.begin(), ready.end()) - ready.begin(), 6);
+    EXPECT_LT(ready[7], ready[0]);
+  }
   auto ps = PsServer::Start();
   ASSERT_NE(ps, nullptr);
   RunResult replay = RunCommand(WorkerArgv(ps->address(), {"--benchmark=bandwidth", "--scheme=trace",

@@ -181,9 +181,10 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   if (!options.forward_only) {
     for (int i = 0; i < options.iterations; ++i) {
       auto start = Clock::now();
+      trace.StepStart();
       last_loss = net.Forward();
-      trace.Start();
       net.Backward(ready);
+      trace.StepEnd();
       train_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       d2h_s.push_back(net.staging().device_to_host_s);
       exposed_s.push_back(net.staging().exposed_s);

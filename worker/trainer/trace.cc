@@ -1,51 +1,62 @@
 #include "worker/trainer/trace.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 
 namespace psbench::trainer {
 
-void GradientTrace::Start() {
-  start_ = std::chrono::steady_clock::now();
-  std::fill(ready_s_.begin(), ready_s_.end(), -1.0);
-  order_.clear();
+void GradientTrace::StepStart() {
+  steps_.push_back({Clock::now(), 0, std::vector<double>(net_.params().size(), -1.0)});
+  open_ = true;
 }
 
 void GradientTrace::Ready(int param) {
-  ready_s_[param] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  order_.push_back(param);
+  if (!open_) return;
+  Step& s = steps_.back();
+  s.ready_s[param] = std::chrono::duration<double>(Clock::now() - s.start).count();
+}
+
+void GradientTrace::StepEnd() {
+  if (!open_) return;
+  Step& s = steps_.back();
+  s.compute_s = std::chrono::duration<double>(Clock::now() - s.start).count();
+  open_ = false;
 }
 
 nlohmann::json GradientTrace::ToJson() const {
   const Model& model = net_.model();
-  std::vector<int> rank(ready_s_.size(), -1);
-  for (size_t i = 0; i < order_.size(); ++i) rank[order_[i]] = static_cast<int>(i);
-  nlohmann::json params = nlohmann::json::array();
-  int64_t total = 0;
-  for (size_t i = 0; i < net_.params().size(); ++i) {
-    const ParamInfo& p = net_.params()[i];
-    const int64_t bytes = p.count * int64_t{sizeof(float)};
-    total += bytes;
-    params.push_back({{"name", p.name},
-                      {"bytes", bytes},
-                      {"elements", p.count},
-                      {"grad_ready_order", rank[i]},
-                      {"ready_us", ready_s_[i] * 1e6}});
+  // Microseconds, three decimals, as psbench_trace writes them.
+  auto us = [](double s) { return std::round(s * 1e9) / 1e3; };
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const ParamInfo& p : net_.params()) {
+    tensors.push_back({{"name", p.name},
+                       {"shape", {p.count}},
+                       {"dtype", "float32"},
+                       {"bytes", p.count * int64_t{sizeof(float)}}});
+  }
+  nlohmann::json steps = nlohmann::json::array();
+  for (const Step& s : steps_) {
+    if (open_ && &s == &steps_.back()) break;  // unfinished
+    nlohmann::json ready = nlohmann::json::array();
+    for (double r : s.ready_s) ready.push_back(r < 0 ? nlohmann::json() : nlohmann::json(us(r)));
+    steps.push_back({{"start_us", us(std::chrono::duration<double>(s.start - steps_.front().start).count())},
+                     {"compute_us", us(s.compute_s)},
+                     {"ready_us", ready}});
   }
   const Shape in = model.layers[0].out;
-  return {{"model", model.name},
-          {"input_shape", {net_.batch(), in.c, in.h, in.w}},
-          {"num_classes", model.num_classes},
-          {"source", absl::StrCat("psbench trainer, ", net_.description())},
-          {"param_order",
-           "model order (forward); grad_ready_order = order in which backward produced the "
-           "gradient (0 = first); ready_us = microseconds from the start of the backward pass; "
-           "bytes are the logical float32 sizes (no layout padding)"},
-          {"num_tensors", params.size()},
-          {"total_params", model.parameter_count()},
-          {"total_bytes", total},
-          {"params", params}};
+  return {{"format", "psbench-trace/2"},
+          {"source",
+           {{"tool", "psbench train"},
+            {"model", model.name},
+            {"engine", net_.description()},
+            {"input_shape", {net_.batch(), in.c, in.h, in.w}},
+            {"time", "microseconds from the start of each step (its forward pass); compute = forward and "
+                     "backward; ready = when backward produced the gradient; bytes are the logical "
+                     "float32 sizes (no layout padding)"}}},
+          {"tensors", tensors},
+          {"steps", steps}};
 }
 
 absl::Status GradientTrace::Write(const std::string& path) const {

@@ -1,5 +1,6 @@
-// One backward pass's gradients as a payload trace: each parameter's name, bytes and when it
-// became ready, in the format the `trace` payload scheme replays (LoadTrace's "params" form).
+// The trainer's gradients as a psbench-trace/2 (docs/replay.md), the format psbench_trace
+// captures from PyTorch: each parameter's name and bytes, and per step when the step started,
+// how long it computed and when each gradient became ready.
 #ifndef PSBENCH_WORKER_TRAINER_TRACE_H_
 #define PSBENCH_WORKER_TRAINER_TRACE_H_
 
@@ -15,18 +16,25 @@ namespace psbench::trainer {
 
 class GradientTrace {
  public:
-  explicit GradientTrace(const Network& net) : net_(net), ready_s_(net.params().size(), -1) {}
-  // Call right before Backward(); then pass Ready as its callback.
-  void Start();
+  explicit GradientTrace(const Network& net) : net_(net) {}
+  // A step: StepStart() before its forward pass, Ready(p) as Backward's callback, StepEnd()
+  // once its compute is done (before any exchange).
+  void StepStart();
   void Ready(int param);
+  void StepEnd();
   nlohmann::json ToJson() const;
   absl::Status Write(const std::string& path) const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Step {
+    Clock::time_point start;
+    double compute_s = 0;
+    std::vector<double> ready_s;  // from the step's start; < 0: no gradient
+  };
   const Network& net_;
-  std::chrono::steady_clock::time_point start_;
-  std::vector<double> ready_s_;
-  std::vector<int> order_;
+  std::vector<Step> steps_;
+  bool open_ = false;
 };
 
 }  // namespace psbench::trainer
