@@ -19,6 +19,7 @@ import torch.distributed as dist  # noqa: E402
 import torchvision  # noqa: E402
 
 import psbench_trace  # noqa: E402
+from psbench_trace import import_profile  # noqa: E402
 
 BIN = None  # set from argv
 STEPS = 3
@@ -154,6 +155,39 @@ class CaptureTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertIn(expected, r.stderr)
+
+    def test_a_profile_of_one_step_imports(self):
+        """torch 1.13's execution graph (shapes, order) and legacy chrome trace (times)."""
+        model = make_model()
+        eg_path, chrome_path = (os.path.join(self.dir.name, n) for n in ("eg.json", "chrome.json"))
+        eg = torch.profiler.ExecutionGraphObserver()
+        eg.register_callback(eg_path)
+        with torch.autograd.profiler.profile(use_kineto=False) as prof:
+            eg.start()
+            train(model, 1)
+            eg.stop()
+        eg.unregister_callback()
+        prof.export_chrome_trace(chrome_path)
+        sizes = sorted(p.numel() * 4 for p in model.parameters())
+        timed, untimed = (os.path.join(self.dir.name, n) for n in ("timed.json", "untimed.json"))
+        self.assertEqual(import_profile.main(["--execution-graph", eg_path, "--chrome-trace", chrome_path, timed]), 0)
+        self.assertEqual(import_profile.main(["--execution-graph", eg_path, untimed]), 0)
+        with open(timed) as f:
+            t = json.load(f)
+        self.assertEqual(t["format"], "psbench-trace/2")
+        self.assertEqual(sorted(x["bytes"] for x in t["tensors"]), sizes)
+        ready = t["steps"][0]["ready_us"]
+        self.assertEqual(ready, sorted(ready), "in the order backward produced them")
+        self.assertLessEqual(ready[-1], t["steps"][0]["compute_us"])
+        with open(untimed) as f:
+            self.assertEqual(sorted(x["bytes"] for x in json.load(f)["params"]), sizes)
+        for path in (timed, untimed):
+            r = psbench("run", "--benchmark=latency", "--scheme=trace", f"--trace={path}", "--iterations=3",
+                        "--warmup-iterations=1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        # A chrome trace of another step, or no execution graph: exit 2 with one line.
+        train(model, 1)
+        self.assertEqual(import_profile.main(["--execution-graph", chrome_path, untimed]), 2)
 
 
 if __name__ == "__main__":
