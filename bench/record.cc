@@ -324,7 +324,11 @@ bool Record::IsPayloadBenchmark() const { return !kind && !Kind().empty(); }
 std::string Record::Series() const {
   if (label && !label->empty()) return *label;
   if (!transport || transport->empty()) return "local";
-  return mode && !mode->empty() ? *transport + "/" + *mode : *transport;
+  std::string s = mode && !mode->empty() ? *transport + "/" + *mode : *transport;
+  // gRPC's options change what is measured: runs with them are a series of their own.
+  if (TextAt(config, "grpc_api") == "callback") s += "+callback";
+  if (NumberAt(config, "grpc_tx_zerocopy").value_or(0) > 0) s += "+zerocopy";
+  return s;
 }
 
 std::string Record::RunId() const { return run_id ? *run_id : TextAt(config, "run_id"); }

@@ -76,6 +76,14 @@ TEST(RecordTest, KindsAndSeries) {
   EXPECT_EQ(KindOf(r), FindBenchmarkKind("latency"));
   EXPECT_TRUE(IsHeadline(r));
   EXPECT_EQ(r.Series(), "grpc/serialized");
+  // gRPC's options make a series of their own, not mixed into the default's figures.
+  r.config["grpc_api"] = "callback";
+  EXPECT_EQ(r.Series(), "grpc/serialized+callback");
+  r.config["grpc_tx_zerocopy"] = 16384;
+  EXPECT_EQ(r.Series(), "grpc/serialized+callback+zerocopy");
+  r.config["grpc_api"] = "cq";
+  r.config["grpc_tx_zerocopy"] = 0;
+  EXPECT_EQ(r.Series(), "grpc/serialized");
   r.label = "ipoib";
   EXPECT_EQ(r.Series(), "ipoib");
   r.label.reset();
