@@ -3,7 +3,6 @@
 // so that a replay never meets a trace it cannot follow.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
