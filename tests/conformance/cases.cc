@@ -1,8 +1,8 @@
 // The cases of the conformance suite (conformance.h): echo and push move every byte and are
-// counted; --validate catches damage on either side; many payloads in flight each complete
-// once; a PS that stops fails what comes after, naming it; barriers; sessions against
-// --max-connections; exchanges (immediate, held for a synchronous step, refused, failed,
-// dropped, damaged, malformed, cancelled by a shutdown).
+// counted, also in payloads of thousands of buffers; --validate catches damage on either side;
+// many payloads in flight each complete once; a PS that stops fails what comes after, naming
+// it; barriers; sessions against --max-connections; exchanges (immediate, held for a
+// synchronous step, refused, failed, dropped, damaged, malformed, cancelled by a shutdown).
 #include <future>
 #include <set>
 
@@ -60,6 +60,14 @@ const std::vector<uint64_t> kMixed = {1, 63, 4096, 65536, (1 << 20) + 3};
 // with an empty buffer among the others.
 const std::vector<uint64_t> kSmall = {1, 31, 0, 200};
 
+// Thousands of buffers of 0, 4 and 8 bytes: their metadata, with checksums, is larger than a
+// transport's control message (grpc+mpi sends it after its header, on the request's tag).
+const std::vector<uint64_t> kMany = [] {
+  std::vector<uint64_t> sizes;
+  for (int i = 0; i < 6000; ++i) sizes.push_back(4 * static_cast<uint64_t>(i % 3));
+  return sizes;
+}();
+
 uint64_t Total(const std::vector<uint64_t>& sizes) {
   uint64_t t = 0;
   for (uint64_t s : sizes) t += s;
@@ -100,6 +108,30 @@ void EchoAndPush(Worker& w) {
   EXPECT_EQ(info->rpcs_served, 8u);
   EXPECT_EQ(info->bytes_received, 4 * Total(kMixed) + 4 * Total(kSmall));
   EXPECT_EQ(info->sessions_lost, 0u);
+}
+
+// A payload of thousands of buffers: echo, push and exchange move every byte to its place.
+void ThousandsOfBuffers(Worker& w) {
+  Client* client = w.Connect(/*validate=*/true);
+  ASSERT_NE(client, nullptr);
+  Payload p(kMany, 13), request(kMany, 1), reply(kMany, 2);
+  auto id = client->Register(p);
+  auto req = client->Register(request);
+  auto rep = client->Register(reply);
+  ASSERT_TRUE(id.ok() && req.ok() && rep.ok());
+  for (Op op : {Op::kEcho, Op::kPush}) {
+    client->Start(op, 0, *id, 3);
+    auto done = client->Next(absl::Now() + absl::Seconds(30));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->status.ok()) << (op == Op::kPush ? "push: " : "echo: ") << done->status;
+  }
+  FillFloats(request, 5);
+  ASSERT_TRUE(ExchangeOnce(*client, *req, *rep).ok());
+  EXPECT_EQ(CompareFloats(request, reply, [](float x) { return x + 1; }), "");
+  auto info = client->GetInfo(0);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->rpcs_served, 3u);
+  EXPECT_EQ(info->bytes_received, 3 * Total(kMany));
 }
 
 // --validate: a push damaged on the way is caught by the PS, an echo damaged on the way back
@@ -397,6 +429,8 @@ std::vector<Case> MakeCases() {
   c.push_back({.name = "EchoAndPushMoveEveryByteAndAreCounted", .worker = EchoAndPush});
   c.push_back({.name = "ValidationCatchesDamageOnEitherSide", .corrupt_every = 1,
                .worker = ValidationCatchesDamage});
+  c.push_back({.name = "ThousandsOfBuffersMoveEveryByte", .handler = Handler::kAddOne,
+               .worker = ThousandsOfBuffers, .after = [](Handlers& h) { EXPECT_EQ(h.add_one.calls(), 1); }});
   c.push_back({.name = "ManyPayloadsInFlightEachCompleteOnce", .servers = 2,
                .worker = ManyInFlight});
   c.push_back({.name = "AfterThePsStopsItsOperationsFailNamingIt", .in_process_only = kPsLeaves,

@@ -4,7 +4,8 @@
 // request is a known kind with a data tag inside the span and at most kMaxMessageBytes, its
 // buffer sizes add up to its total, and they lay out (LayOutBuffers) within the bounds the
 // PS allocates for. An eager request (an echo or push) carries its payload at the end, after
-// the metadata. The same bytes are also split as a worker splits an eager echo's answer
+// the metadata. A kMetaFollows request is the header alone, announcing at most
+// kMaxMetaFollowsBytes of metadata. The same bytes are also split as a worker splits an eager echo's answer
 // (SplitEagerReply): the parts it returns lie within the message.
 #include <cstring>
 #include <span>
@@ -38,6 +39,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(h.kind == kEcho || h.kind == kPush || h.kind == kExchange);
   FUZZ_CHECK(h.data_tag >= kFirstDataTag && h.data_tag < kFirstDataTag + span);
   FUZZ_CHECK(h.total_bytes <= kMaxMessageBytes);
+  if (h.flags & kMetaFollows) {  // the header alone; its metadata comes on the data tag
+    FUZZ_CHECK(!(h.flags & kEager) && message.size() == sizeof h);
+    FUZZ_CHECK(h.meta_bytes > 0 && h.meta_bytes <= kMaxMetaFollowsBytes);
+    return 0;
+  }
   PayloadMeta meta;
   std::span<const std::byte> rest = std::span(message).subspan(sizeof h);
   if (h.flags & kEager) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "transports/mpi/mpi_wire.h"
+
 #include <cstring>
 #include <limits>
 
@@ -146,6 +148,51 @@ TEST(DataMetaTest, BufferChecksumsAcrossArbitraryPieces) {
   EXPECT_EQ(sums.checksums()[0], Checksum(Bytes(data.substr(0, 5))));
   EXPECT_EQ(sums.checksums()[1], Checksum({}));
   EXPECT_EQ(sums.checksums()[2], Checksum(Bytes(data.substr(5))));
+}
+
+// grpc+mpi: metadata too long for the PS's posted header receive leaves the header and
+// follows on the data tag; the PS reads such a header alone, and no other shape of it.
+TEST(DataMetaTest, MpiMetadataThatDoesNotFitFollowsTheHeader) {
+  using namespace mpi;
+  std::vector<uint64_t> sizes(6000, 4), checksums(6000, 9);
+  RequestHeader h;
+  h.kind = kEcho;
+  h.flags = kValidate;
+  h.data_tag = kFirstDataTag;
+  h.total_bytes = 24000;
+  std::string header(reinterpret_cast<const char*>(&h), sizeof h);
+  const std::string encoded = EncodePayloadMeta(sizes, &checksums);
+  header += encoded;
+  ASSERT_GT(header.size(), kMaxControlBytes);
+  std::string meta;
+  ASSERT_TRUE(MoveMetaOut(&header, &meta));
+  EXPECT_EQ(meta, encoded);
+  RequestHeader parsed;
+  ASSERT_EQ(ParseRequestHeader(Bytes(header), 1, &parsed), nullptr);
+  EXPECT_EQ(parsed.flags, kValidate | kMetaFollows);
+  EXPECT_EQ(parsed.meta_bytes, encoded.size());
+  PayloadMeta decoded;
+  ASSERT_TRUE(DecodePayloadMeta(Bytes(meta), true, 24000, &decoded).ok());
+  EXPECT_EQ(decoded.sizes, sizes);
+
+  auto with = [&](auto change) {
+    RequestHeader bad = parsed;
+    std::string extra;
+    change(bad, extra);
+    return std::string(reinterpret_cast<const char*>(&bad), sizeof bad) + extra;
+  };
+  const std::string malformed[] = {
+      with([](RequestHeader& b, std::string&) {
+        b.flags |= kEager;  // an eager request of no bytes passes the eager checks
+        b.total_bytes = 0;
+      }),
+      with([](RequestHeader&, std::string& e) { e = "x"; }),
+      with([](RequestHeader& b, std::string&) { b.meta_bytes = 0; }),
+      with([](RequestHeader& b, std::string&) { b.meta_bytes = kMaxMetaFollowsBytes + 1; }),
+  };
+  for (const std::string& m : malformed) {
+    EXPECT_STREQ(ParseRequestHeader(Bytes(m), 1, &parsed), "a malformed request with its metadata following");
+  }
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ enum What { kAckReceive, kEchoReceive, kSend };
 struct Registered {
   const Payload* payload = nullptr;
   std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
+  std::string meta_follows;  // the metadata, when it did not fit in the header (kMetaFollows)
   bool eager = false;  // echoes and pushes carry the payload in the header's message (after it)
   size_t max_ack = 0;
   size_t max_reply = 0;  // an exchange's reply metadata, at most
@@ -55,6 +56,7 @@ struct PendingOp {
   int first_error = MPI_SUCCESS;    // of a request that finished in error
   int post_error = MPI_SUCCESS;     // of a request that could not be posted
   std::string header;
+  std::string meta_follows;  // kExchange: the metadata, when it did not fit in the header
   const Registered* header_of = nullptr;  // whose header `header` holds
   AckMeta decoded_ack;
   std::string ack;  // receive buffer for the acknowledgement
@@ -166,6 +168,10 @@ class MpiClient final : public Client {
       reg->header[offsetof(RequestHeader, flags)] |= kEager;
       reg->header.resize(reg->header.size() + payload.total_bytes());  // filled per request
     }
+    if (reg->header.size() > kMaxControlBytes && !MoveMetaOut(&reg->header, &reg->meta_follows)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grpc+mpi: a payload of ", payload.num_buffers(), " buffers has more metadata than a PS takes"));
+    }
     reg->max_ack = 16 + (options_.validate ? 8 * payload.num_buffers() : 0) + kMaxAckErrorBytes;
     reg->max_reply = MaxExchangeReplyMetaBytes(payload.num_buffers());
     registered_.push_back(std::move(reg));
@@ -248,10 +254,7 @@ class MpiClient final : public Client {
         at += size;
       }
     }
-    Post(o, kSend, [&](MPI_Request* r) {
-      return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
-                       kControlTag, comm, r);
-    });
+    SendHeader(o, o->reg->meta_follows, p.rank);
     if (!o->eager) SendPayload(o, *o->reg, p.rank);
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
@@ -294,6 +297,9 @@ class MpiClient final : public Client {
     o->header.assign(reinterpret_cast<const char*>(&h), sizeof h);
     o->header += EncodePayloadMeta(payload.sizes(), options_.validate ? &o->sent_checksums : nullptr);
     o->header_of = nullptr;
+    o->meta_follows.clear();
+    // The same metadata as at Register, which refused a payload with too much.
+    if (o->header.size() > kMaxControlBytes) MoveMetaOut(&o->header, &o->meta_follows);
     if (o->ack.size() < req->max_reply) o->ack.resize(req->max_reply);
     MPI_Comm comm = job_->comm();
     // Receives first, so that the replies find them posted; the reply lands in the reply
@@ -310,10 +316,7 @@ class MpiClient final : public Client {
                          comm, r);
       });
     }
-    Post(o, kSend, [&](MPI_Request* r) {
-      return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, p.rank,
-                       kControlTag, comm, r);
-    });
+    SendHeader(o, o->meta_follows, p.rank);
     SendPayload(o, *req, p.rank);
     if (o->outstanding == 0) Finish(*o);  // nothing could be posted
   }
@@ -385,6 +388,20 @@ class MpiClient final : public Client {
     return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
                ? registered_[payload].get()
                : nullptr;
+  }
+
+  // The request's header on kControlTag, then, when its metadata did not fit there, the
+  // metadata first on the op's tag.
+  void SendHeader(PendingOp* o, const std::string& meta_follows, int rank) {
+    Post(o, kSend, [&](MPI_Request* r) {
+      return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, rank,
+                       kControlTag, job_->comm(), r);
+    });
+    if (meta_follows.empty()) return;
+    Post(o, kSend, [&](MPI_Request* r) {
+      return MPI_Isend(meta_follows.data(), static_cast<int>(meta_follows.size()), MPI_BYTE, rank,
+                       o->data_tag, job_->comm(), r);
+    });
   }
 
   // The payload's buffers, one message each, straight from their memory, on the op's tag.

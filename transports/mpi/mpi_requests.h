@@ -76,6 +76,20 @@ class RequestTable {
     return count;
   }
 
+  // Cancels every request still in flight and waits for each (a receive no peer will match:
+  // MPI_Finalize must not find it posted).
+  void CancelAll() {
+    for (size_t slot = 0; slot < requests_.size(); ++slot) {
+      if (requests_[slot] == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&requests_[slot]);
+      MPI_Wait(&requests_[slot], MPI_STATUS_IGNORE);
+      requests_[slot] = MPI_REQUEST_NULL;
+      owners_[slot] = nullptr;
+      free_.push_back(slot);
+      --in_flight_;
+    }
+  }
+
   size_t in_flight() const { return in_flight_; }
   // MPI_SUCCESS, or the code of an MPI_Testsome that failed as a whole.
   int error() const { return error_; }

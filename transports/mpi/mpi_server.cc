@@ -1,8 +1,8 @@
 // PS side of grpc+mpi. The gRPC server is the control plane (info, barriers, and PsMpi.Hello,
 // which tells a worker which rank this PS is). One progress thread owns MPI: it joins the
-// job, then loops probing for request headers from any worker, receiving payloads straight
-// into reused buffers, checking them, and acknowledging or echoing them from where they
-// arrived. Exchanges are received into pooled memory laid out like a payload, handed to the
+// job, keeps a receive posted for request headers from any worker, and loops polling every
+// MPI request it waits for at once: headers, payloads received straight into reused buffers,
+// and replies, acknowledging or echoing payloads from where they arrived. Exchanges are received into pooled memory laid out like a payload, handed to the
 // exchange handler, and answered from there once the handler's `done` has queued its verdict
 // back to the progress thread. The PS leaves once every worker rank of the job has said
 // goodbye.
@@ -20,46 +20,23 @@
 #include "absl/strings/str_cat.h"
 #include "psbench.grpc.pb.h"
 #include "inputs/address.h"
-#include "payloads/size.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
 #include "transports/control/control_server.h"
-#include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
 #include "transports/mpi/mpi_requests.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/mpi/mpi_wire.h"
+#include "transports/mpi/ps_request.h"
 
 namespace psbench::mpi {
 namespace {
 
-struct PsRequest {
-  int source = 0;
-  int data_tag = 0;
-  RequestKind kind = kPush;
-  bool validate = false;
-  bool eager = false;  // the payload came in the header's message; an echo answers in one
-  bool corrupt = false;
-  uint64_t total = 0;
-  PayloadMeta meta;
-  absl::Status meta_status;
-  AlignedBuffer buffer;  // the payload, reused from request to request
-  std::vector<std::span<std::byte>> spans;  // its buffers in `buffer` (kept: no allocation per request)
-  std::vector<uint64_t> checksums;
-  AckMeta ack;
-  std::string ack_bytes;
-  int outstanding = 0;  // MPI requests of this request not yet finished
-  // Receiving the payload, one message per buffer: the first error, and the bytes so far.
-  int first_error = MPI_SUCCESS;
-  uint64_t received = 0;
-  bool replied = false;
-  // Over --max-message-size: drained into no memory at all (MPI truncates it) and refused.
-  bool oversize = false;
-  // kExchange: the request as its handler sees it, received straight into pooled memory laid
-  // out like a payload; the reply overwrites it there and goes back from there.
-  std::shared_ptr<ExchangeBuffers> exchange;
-  ExchangeReplyMeta reply;
-  std::string reply_bytes;
+// What each MPI request of the progress thread is.
+enum PsMessage {
+  kPayloadMessage,  // of a PsRequest: a buffer of its payload, or its answer
+  kMetaMessage,     // of a PsRequest: its metadata (kMetaFollows)
+  kHeaderMessage,   // the posted receive for request headers (no PsRequest)
 };
 
 // An exchange's verdict, queued by the handler's `done` for the progress thread.
@@ -183,6 +160,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     joined.set_value(absl::OkStatus());
 
+    PostHeaderReceive();
     IdleBackoff backoff(options_.busy_poll);
     absl::Time grace_end = absl::InfiniteFuture();
     while (true) {
@@ -196,14 +174,17 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       if (grace_end != absl::InfiniteFuture() && absl::Now() > grace_end) break;
       bool progressed = false;
       if (answers_pending_.load(std::memory_order_acquire)) progressed |= SendAnswers();
-      while (ProbeHeader()) progressed = true;
-      progressed |= table_.Poll([this](PsRequest* r, int, const MPI_Status& st, int error) {
-                      OnDone(*r, st, error);
+      progressed |= table_.Poll([this](PsRequest* r, int what, const MPI_Status& st, int error) {
+                      switch (what) {
+                        case kHeaderMessage: return OnHeader(st, error);
+                        case kMetaMessage: return OnMeta(*r, st, error);
+                        default: return OnDone(*r, st, error);
+                      }
                     }) > 0;
       if (table_.error() != MPI_SUCCESS) {
         Fatal(MPI_ANY_SOURCE, absl::StrCat("MPI_Testsome: ", MpiErrorText(table_.error())));
       }
-      if (goodbyes_.size() == workers_.size() && table_.in_flight() == 0) break;
+      if (goodbyes_.size() == workers_.size() && !Busy()) break;
       if (progressed) {
         backoff.Progressed();
       } else {
@@ -211,7 +192,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       }
     }
     hub_->Close(ExchangeCancelledError());  // no worker is left to answer
-    if (goodbyes_.size() < workers_.size() || table_.in_flight() > 0) {
+    if (goodbyes_.size() < workers_.size() || Busy()) {
       // Stopped (SIGTERM) while workers still run: MPI cannot finish without them. Exiting
       // non-zero makes mpirun end the job (if it is not already ending it).
       std::fprintf(stderr,
@@ -221,37 +202,52 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       std::fflush(stderr);
       _exit(1);
     }
+    table_.CancelAll();  // the header receive: no worker is left to send one
     job_.reset();  // MPI_Finalize, on the thread that initialised MPI
     std::lock_guard lock(mu_);
     finished_ = true;
     cv_.notify_all();
   }
 
-  // Takes one request header if one has arrived. Returns whether it did.
-  bool ProbeHeader() {
-    int flag = 0;
-    MPI_Message message;
-    MPI_Status status;
-    MPI_Improbe(MPI_ANY_SOURCE, kControlTag, job_->comm(), &flag, &message, &status);
-    if (!flag) return false;
+  // Whether any MPI request but the posted header receive is unfinished.
+  bool Busy() const { return table_.in_flight() > 1; }
+
+  // Posts the receive that takes the next request header from any worker.
+  void PostHeaderReceive() {
+    header_.resize(kMaxControlBytes);
+    if (int rc = table_.Post(nullptr, kHeaderMessage, [&](MPI_Request* req) {
+          return MPI_Irecv(header_.data(), static_cast<int>(header_.size()), MPI_BYTE,
+                           MPI_ANY_SOURCE, kControlTag, job_->comm(), req);
+        });
+        rc != MPI_SUCCESS) {
+      Fatal(MPI_ANY_SOURCE, absl::StrCat("posting a receive for request headers: ", MpiErrorText(rc)));
+    }
+  }
+
+  // A request header is in `header_`: take the request on, then post the receive again.
+  void OnHeader(const MPI_Status& status, int error) {
+    if (error != MPI_SUCCESS) {
+      Fatal(status.MPI_SOURCE,
+            absl::StrCat("receiving a request header (at most ", kMaxControlBytes,
+                         " bytes): ", MpiErrorText(error)));
+    }
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
-    header_.resize(static_cast<size_t>(count));
-    if (int rc = MPI_Mrecv(header_.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-        rc != MPI_SUCCESS) {
-      Fatal(status.MPI_SOURCE, absl::StrCat("receiving a request header: ", MpiErrorText(rc)));
-    }
+    TakeHeader(status.MPI_SOURCE, std::as_bytes(std::span(header_).first(static_cast<size_t>(count))));
+    PostHeaderReceive();
+  }
+
+  void TakeHeader(int source, std::span<const std::byte> message) {
     RequestHeader h;
-    if (const char* error = ParseRequestHeader(std::as_bytes(std::span(header_)),
-                                               job_->data_tag_span(), &h)) {
-      Fatal(status.MPI_SOURCE, error);
+    if (const char* error = ParseRequestHeader(message, job_->data_tag_span(), &h)) {
+      Fatal(source, error);
     }
     if (h.kind == kGoodbye) {
-      goodbyes_.insert(status.MPI_SOURCE);
-      return true;
+      goodbyes_.insert(source);
+      return;
     }
     PsRequest* r = TakeRequest();
-    r->source = status.MPI_SOURCE;
+    r->source = source;
     r->data_tag = h.data_tag;
     r->kind = static_cast<RequestKind>(h.kind);
     r->validate = h.flags & kValidate;
@@ -262,46 +258,72 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     r->first_error = MPI_SUCCESS;
     r->received = 0;
     r->oversize = r->total > options_.max_message_bytes;
-    const auto* bytes = reinterpret_cast<const std::byte*>(header_.data());
-    const size_t eager_bytes = r->eager ? r->total : 0;  // at the end of the message
-    r->meta_status = DecodePayloadMeta(
-        std::span<const std::byte>(bytes + sizeof h, header_.size() - sizeof h - eager_bytes),
-        r->validate, r->total, &r->meta);
-    if (!r->meta_status.ok()) {
-      // Without the buffer sizes, the messages that follow cannot be told apart.
-      Fatal(r->source, absl::StrCat("a request's payload metadata: ", r->meta_status.message()));
+    if (h.flags & kMetaFollows) {  // first on the data tag, ahead of the payload
+      r->meta_bytes.resize(h.meta_bytes);
+      Post(*r, kMetaMessage, [&](MPI_Request* req) {
+        return MPI_Irecv(r->meta_bytes.data(), static_cast<int>(h.meta_bytes), MPI_BYTE, source,
+                         r->data_tag, job_->comm(), req);
+      });
+      return;
     }
+    const size_t eager_bytes = r->eager ? r->total : 0;  // at the end of the message
+    DecodeMeta(*r, message.subspan(sizeof h, message.size() - sizeof h - eager_bytes));
     if (r->eager) {  // in already (at most kEagerMessageBytes): judged as if received
       r->buffer.Reserve(r->total);
       // Over --max-message-size: taken in as nothing, as a long one would be.
       r->received = r->oversize ? 0 : r->total;
-      if (r->received > 0) std::memcpy(r->buffer.data(), bytes + header_.size() - r->total, r->total);
+      if (r->received > 0) std::memcpy(r->buffer.data(), message.data() + message.size() - r->total, r->total);
       r->spans.clear();
       OnReceived(*r);
-      return true;
+      return;
     }
-    if (r->oversize) {
+    ReceivePayload(*r);
+  }
+
+  // A kMetaFollows request's metadata is in.
+  void OnMeta(PsRequest& r, const MPI_Status& status, int error) {
+    --r.outstanding;
+    int count = 0;
+    if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &count);
+    if (error != MPI_SUCCESS || static_cast<size_t>(count) != r.meta_bytes.size()) {
+      Fatal(r.source, absl::StrCat("receiving a request's metadata: ",
+                                   error != MPI_SUCCESS ? MpiErrorText(error) : "too short"));
+    }
+    DecodeMeta(r, std::as_bytes(std::span(r.meta_bytes)));
+    ReceivePayload(r);
+  }
+
+  void DecodeMeta(PsRequest& r, std::span<const std::byte> bytes) {
+    r.meta_status = DecodePayloadMeta(bytes, r.validate, r.total, &r.meta);
+    if (!r.meta_status.ok()) {
+      // Without the buffer sizes, the messages that follow cannot be told apart.
+      Fatal(r.source, absl::StrCat("a request's payload metadata: ", r.meta_status.message()));
+    }
+  }
+
+  // Posts the receives for a request's payload, as its metadata lays it out.
+  void ReceivePayload(PsRequest& r) {
+    if (r.oversize) {
       // The worker sent it already: take it off the wire without a buffer (MPI reports the
       // truncation, this communicator returns errors) and refuse it.
-      r->spans.assign(r->meta.sizes.size(), {});
-      ReceiveBuffers(*r, r->spans);
-      return true;
+      r.spans.assign(r.meta.sizes.size(), {});
+      ReceiveBuffers(r, r.spans);
+      return;
     }
-    if (r->kind == kExchange && hub_->handler() != nullptr) {
-      ReceiveExchange(*r);
-      return true;
+    if (r.kind == kExchange && hub_->handler() != nullptr) {
+      ReceiveExchange(r);
+      return;
     }
     // Anything else is received as bytes, buffer after buffer (an exchange that will be
     // refused, to drain it).
-    r->buffer.Reserve(r->total);
-    r->spans.clear();
-    std::byte* at = r->buffer.data();
-    for (uint64_t size : r->meta.sizes) {
-      r->spans.emplace_back(at, size);
+    r.buffer.Reserve(r.total);
+    r.spans.clear();
+    std::byte* at = r.buffer.data();
+    for (uint64_t size : r.meta.sizes) {
+      r.spans.emplace_back(at, size);
       at += size;
     }
-    ReceiveBuffers(*r, r->spans);
-    return true;
+    ReceiveBuffers(r, r.spans);
   }
 
   // Posts one receive per buffer of the request, into `into` (empty spans drain: MPI
@@ -336,8 +358,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   void OnExchangeReceived(PsRequest& r) {
     absl::Status verdict;
     if (r.oversize) {
-      SendExchangeReply(r, absl::ResourceExhaustedError(
-                               absl::StrCat("PS: ", OversizeError(r).message())));
+      absl::Status oversize = OversizeError(r, options_.max_message_bytes);
+      SendExchangeReply(r, absl::ResourceExhaustedError(absl::StrCat("PS: ", oversize.message())));
       return;
     }
     if (r.first_error != MPI_SUCCESS) {
@@ -447,49 +469,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       return;
     }
     // The payload is in.
-    absl::Status verdict;
-    r.checksums.clear();
-    const int count = static_cast<int>(r.received);
-    if (r.oversize) {
-      verdict = OversizeError(r);
-    } else if (r.first_error != MPI_SUCCESS) {
-      verdict = absl::DataLossError(absl::StrCat("receiving the payload: ", MpiErrorText(r.first_error)));
-    }
-    std::span<std::byte> data(r.buffer.data(), static_cast<size_t>(count));
-    // Injected faults hit a push before the PS checks it, an echo after (the worker checks).
-    bool damage = r.corrupt && !data.empty();
-    if (damage && r.kind == kPush) data[data.size() / 2] ^= std::byte{0x5a};
-    if (verdict.ok() && r.received != r.total) {
-      verdict = absl::DataLossError(absl::StrCat("received ", r.received, " of ", r.total, " bytes"));
-    } else if (verdict.ok() && r.validate) {
-      uint64_t offset = 0;
-      for (uint64_t size : r.meta.sizes) {
-        r.checksums.push_back(Checksum(data.subspan(offset, size)));
-        offset += size;
-      }
-      verdict = grpc_transport::CompareChecksums(r.meta.checksums, r.checksums, r.meta.sizes);
-    }
-    if (damage && r.kind == kEcho) data[data.size() / 2] ^= std::byte{0x5a};
-    if (verdict.ok()) {
+    if (JudgeAndAcknowledge(r, options_.max_message_bytes).ok()) {
       rpcs_.fetch_add(1, std::memory_order_relaxed);
       bytes_.fetch_add(r.total, std::memory_order_relaxed);
     }
-    r.ack.bytes_received = static_cast<uint64_t>(count);
-    r.ack.ok = verdict.ok();
-    r.ack.code = verdict.code();
-    r.ack.checksums.clear();
-    // Only checksums of this payload, when they were computed (never a previous request's).
-    if (r.validate && r.kind == kPush && verdict.ok()) r.ack.checksums = r.checksums;
-    r.ack.error.clear();
-    if (!verdict.ok()) r.ack.error = std::string(verdict.message()).substr(0, kMaxAckErrorBytes);
-    const bool whole = r.first_error == MPI_SUCCESS && r.received == r.total && !r.oversize;
-    if (r.eager && r.kind == kEcho) {  // one message: the acknowledgement, then the payload
-      EncodeAckMeta(r.ack, &r.reply_bytes);
-      EncodeEagerReply(r.reply_bytes, whole ? std::span<const std::byte>(data) : std::span<const std::byte>(),
-                       &r.ack_bytes);
-    } else {
-      EncodeAckMeta(r.ack, &r.ack_bytes);
-    }
+    const bool whole = ArrivedWhole(r);
     r.replied = true;
     Post(r, [&](MPI_Request* req) {
       return MPI_Isend(r.ack_bytes.data(), static_cast<int>(r.ack_bytes.size()), MPI_BYTE,
@@ -508,15 +492,13 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
   }
 
-  absl::Status OversizeError(const PsRequest& r) const {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a request of ", r.total, " bytes is over the PS's --max-message-size=",
-        FormatSize(options_.max_message_bytes)));
-  }
-
   template <typename Start>
   void Post(PsRequest& r, Start&& start) {
-    if (int rc = table_.Post(&r, 0, start); rc != MPI_SUCCESS) {
+    Post(r, kPayloadMessage, std::forward<Start>(start));
+  }
+  template <typename Start>
+  void Post(PsRequest& r, PsMessage what, Start&& start) {
+    if (int rc = table_.Post(&r, what, start); rc != MPI_SUCCESS) {
       Fatal(r.source, MpiErrorText(rc));
     }
     ++r.outstanding;

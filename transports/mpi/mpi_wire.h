@@ -28,6 +28,13 @@
 // if it came through whole. Small requests then cost one message each way instead of two or
 // more, as MPI's own eager protocol does under them.
 //
+// The PS keeps one receive posted for kControlTag messages, of kMaxControlBytes, so that each
+// of its polls is one MPI_Testsome over everything it waits for (probing for a header of
+// unknown length instead cost a matching attempt, and a lock, on every poll). A request whose
+// header and metadata would not fit (thousands of buffers) sends the RequestHeader alone,
+// flag kMetaFollows and the metadata's length in `meta_bytes`, and the metadata as the first
+// message on its data tag, ahead of the payload.
+//
 // Each request of a worker to a PS has its own data tag, so requests in flight at the same
 // time never match each other's messages; MPI orders messages of one tag between two ranks,
 // which keeps an echo's acknowledgement ahead of its data.
@@ -55,11 +62,18 @@ enum RequestKind : uint8_t {
 enum RequestFlags : uint8_t {
   kValidate = 1,
   kEager = 2,
+  kMetaFollows = 4,
 };
 
 // Open MPI's shared-memory transport sends messages of up to 4 KiB at once (btl_vader's eager
 // limit); a little is left for its own headers.
 inline constexpr size_t kEagerMessageBytes = 4032;
+
+// The largest kControlTag message: the PS's posted receive for headers.
+inline constexpr size_t kMaxControlBytes = 64 << 10;
+// The most metadata a kMetaFollows request may announce (16 bytes per buffer, with checksums,
+// for a million buffers).
+inline constexpr uint64_t kMaxMetaFollowsBytes = 16 << 20;
 
 struct RequestHeader {
   uint32_t magic = kMagic;
@@ -67,7 +81,7 @@ struct RequestHeader {
   uint8_t flags = 0;
   uint16_t reserved = 0;
   int32_t data_tag = 0;
-  uint32_t reserved2 = 0;
+  uint32_t meta_bytes = 0;  // kMetaFollows: the metadata's length, sent on the data tag
   uint64_t total_bytes = 0;
 
   static constexpr uint32_t kMagic = 0x4d425350;  // "PSBM"
@@ -81,7 +95,8 @@ inline constexpr uint64_t kMaxMessageBytes = 0x7fffffff;
 // null when it is well formed, else why not (the PS then stops: the job is broken). A
 // goodbye needs nothing more; any other kind must be a request with a data tag in
 // [kFirstDataTag, kFirstDataTag + data_tag_span) and at most kMaxMessageBytes. The payload
-// metadata (data_meta.h PayloadMeta) follows the header in the same message.
+// metadata (data_meta.h PayloadMeta) follows the header in the same message, unless
+// kMetaFollows says that it comes on the data tag.
 inline const char* ParseRequestHeader(std::span<const std::byte> message, int data_tag_span,
                                       RequestHeader* h) {
   if (message.size() < sizeof *h) return "a request header too short";
@@ -97,7 +112,27 @@ inline const char* ParseRequestHeader(std::span<const std::byte> message, int da
                               message.size() < sizeof *h + h->total_bytes)) {
     return "a malformed eager request";
   }
+  if ((h->flags & kMetaFollows) &&
+      ((h->flags & kEager) || message.size() != sizeof *h || h->meta_bytes == 0 ||
+       h->meta_bytes > kMaxMetaFollowsBytes)) {
+    return "a malformed request with its metadata following";
+  }
   return nullptr;
+}
+
+// A worker's header (RequestHeader and metadata) over kMaxControlBytes: moves the metadata
+// out into *meta, to follow on the data tag, and says so in the header. False when there is
+// more metadata than a PS takes (kMaxMetaFollowsBytes).
+inline bool MoveMetaOut(std::string* header, std::string* meta) {
+  RequestHeader h;
+  std::memcpy(&h, header->data(), sizeof h);
+  const size_t n = header->size() - sizeof h;
+  if (n > kMaxMetaFollowsBytes) return false;
+  meta->assign(*header, sizeof h, n);
+  h.flags |= kMetaFollows;
+  h.meta_bytes = static_cast<uint32_t>(n);
+  header->assign(reinterpret_cast<const char*>(&h), sizeof h);
+  return true;
 }
 
 // An eager echo's answer: the acknowledgement's length, the acknowledgement, the payload.
