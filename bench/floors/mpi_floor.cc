@@ -4,6 +4,10 @@
 // answers each window with a 4-byte acknowledgement, as osu_bw does. Rank 0 prints the
 // table and appends JSON Lines records in the other floors' format (round trips in µs).
 //
+// --thread-level=funneled asks MPI for the thread level grpc+mpi needs, so that what that
+// level costs in MPI itself (Open MPI locks its queues above MPI_THREAD_SINGLE) is measured
+// apart from what psbench costs.
+//
 //   mpirun -np 2 psbench-floor-mpi [--test=both] [--sizes=32,64K,1M,4M] [--json=FILE]
 #include <mpi.h>
 #include <unistd.h>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "bench/alloc/alloc_policy.h"
 #include "bench/cli.h"
@@ -32,6 +37,9 @@ ABSL_FLAG(int64_t, iterations, 0, "measured iterations per size (0: by size, as 
 ABSL_FLAG(int64_t, warmup, -1, "untimed iterations first (-1: 10 % of --iterations)");
 ABSL_FLAG(int, window, 16, "stream: messages in flight per window");
 ABSL_FLAG(std::string, json, "", "append one JSON Lines record per size and test (rank 0)");
+ABSL_FLAG(std::string, thread_level, "single",
+          "MPI thread level to ask for: single (the floor) | funneled (what grpc+mpi asks for, "
+          "gRPC running threads of its own; Open MPI then locks its queues on every call)");
 
 namespace psbench {
 namespace {
@@ -39,10 +47,27 @@ namespace {
 constexpr char kProgram[] = "psbench-floor-mpi";
 constexpr char kUsage[] =
     "mpirun -np 2 psbench-floor-mpi [--test=pingpong|stream|both] [--sizes=32,64K,1M,4M]\n"
+    "                               [--thread-level=single|funneled]\n"
     "Raw MPI ping-pong and windowed bandwidth between two ranks: the floor for grpc+mpi.";
 
 int64_t DefaultIterations(uint64_t size) {
   return size <= 8192 ? 10000 : size <= (1 << 20) ? 1000 : 200;
+}
+
+// --thread-level as given, read before MPI starts (flags are parsed after MPI_Init_thread,
+// so that only rank 0 reports a bad one); empty when not given.
+std::string ThreadLevelArg(int argc, char** argv) {
+  std::string level;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    for (const char* name : {"--thread-level", "-thread-level", "--thread_level", "-thread_level"}) {
+      std::string n = name;
+      if (arg.rfind(n + "=", 0) == 0) level = arg.substr(n.size() + 1);
+      if (arg == n && i + 1 < argc) level = argv[i + 1];
+    }
+  }
+  return level;
 }
 
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -52,7 +77,8 @@ double Percentile(const std::vector<double>& sorted, double p) {
 
 int Main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+  const bool funneled = ThreadLevelArg(argc, argv) == "funneled";
+  MPI_Init_thread(&argc, &argv, funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE, &provided);
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -64,6 +90,14 @@ int Main(int argc, char** argv) {
     Die(kProgram,
         fmt::format("needs exactly 2 MPI ranks, has {}: launch it as mpirun -np 2 {} ...", ranks,
                     kProgram),
+        kExitUsage);
+  }
+  const std::string thread_level = absl::GetFlag(FLAGS_thread_level);
+  if (thread_level != "single" && thread_level != "funneled") {
+    Die(kProgram, "--thread-level=" + thread_level + " is not a level; use single or funneled", kExitUsage);
+  }
+  if ((thread_level == "funneled") != funneled || provided < (funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE)) {
+    Die(kProgram, "--thread-level: this MPI did not start at MPI_THREAD_" + absl::AsciiStrToUpper(thread_level),
         kExitUsage);
   }
   std::string test = absl::GetFlag(FLAGS_test);
@@ -102,7 +136,8 @@ int Main(int argc, char** argv) {
     if (test != "both" && test != kind) continue;
     bool pingpong = std::string(kind) == "pingpong";
     if (rank == 0) {
-      fmt::print("# {} {} | {} | ranks on {}\n", kProgram, kind, library, processor);
+      fmt::print("# {} {} | {} | MPI_THREAD_{} | ranks on {}\n", kProgram, kind, library,
+                 absl::AsciiStrToUpper(thread_level), processor);
       if (pingpong) {
         fmt::print("  {:>10} {:>10} {:>12} {:>12} {:>12}\n", "#bytes", "#iters", "p50 usec",
                    "mean usec", "max usec");
@@ -123,7 +158,7 @@ int Main(int argc, char** argv) {
       int count = static_cast<int>(size);
       nlohmann::json record = {{"tool", kProgram}, {"test", kind}, {"bytes", size},
                                {"iterations", iterations}, {"warmup", warmup},
-                               {"mpi", library}, {"host", processor}, {"allocator", AllocatorPolicy()}};
+                               {"mpi", library}, {"thread_level", thread_level}, {"host", processor}, {"allocator", AllocatorPolicy()}};
       MPI_Barrier(MPI_COMM_WORLD);
       if (pingpong) {
         std::vector<double> round_trips;

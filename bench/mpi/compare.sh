@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The raw MPI floor (psbench-floor-mpi, OSU-style ping-pong and windowed stream) against
+# The raw MPI floor (psbench-floor-mpi, OSU-style ping-pong and windowed stream, at
+# MPI_THREAD_SINGLE and at MPI_THREAD_FUNNELED, the level grpc+mpi runs at) against
 # psbench over grpc+mpi and over plain grpc, for single-buffer payloads of 32 B, 64 KiB,
 # 1 MiB and 4 MiB, for bench/RESULTS.md. Rounds alternate the three, so that drift on a
 # shared machine hits them alike; the summary takes medians over rounds.
@@ -31,8 +32,14 @@ for ((round = 1; round <= repeat; round++)); do
   echo "round $round/$repeat" >&2
   for size in $sizes; do
     n=$(iterations "$size")
-    "${mpirun[@]}" -np 2 "$build/bin/psbench-floor-mpi" --sizes="$size" --iterations="$n" \
-      --window="$window" --json="$out/floor.jsonl" > /dev/null
+    # The floor at MPI_THREAD_SINGLE, and at the level grpc+mpi needs (FUNNELED: gRPC runs
+    # threads of its own), which Open MPI pays for with locks in MPI itself.
+    for level in single funneled; do
+      file=floor.jsonl
+      [[ $level == funneled ]] && file=floor-funneled.jsonl
+      "${mpirun[@]}" -np 2 "$build/bin/psbench-floor-mpi" --sizes="$size" --iterations="$n" \
+        --window="$window" --thread-level="$level" --json="$out/$file" > /dev/null
+    done
     for transport in grpc+mpi grpc; do
       "$build/bin/psbench" run --transport="$transport" --benchmark=latency --sizes="$size:$size" \
         --iterations="$n" --warmup-iterations=$((n / 10)) --json="$out/$transport.jsonl" > /dev/null
