@@ -48,6 +48,28 @@ TEST(MpiFloorTest, PingPongAndStreamUnderMpirun) {
   EXPECT_EQ(stream, 2);
 }
 
+// grpc+mpi runs at MPI_THREAD_FUNNELED: the floor measures that level too, and says which.
+TEST(MpiFloorTest, ThreadLevelIsAskedForAndRecorded) {
+  TempDir tmp;
+  for (const char* level : {"single", "funneled"}) {
+    RunResult r = RunCommand(Mpirun(2, {"--test=pingpong", "--sizes=32", "--iterations=100",
+                                        std::string("--thread-level=") + level,
+                                        "--json=" + tmp.File(std::string(level) + ".jsonl")}),
+                             seconds(60));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_NE(r.out.find(std::string("MPI_THREAD_") + (level[0] == 's' ? "SINGLE" : "FUNNELED")),
+              std::string::npos) << r.out;
+    std::ifstream in(tmp.File(std::string(level) + ".jsonl"));
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    EXPECT_EQ(nlohmann::json::parse(line)["thread_level"], level);
+  }
+  RunResult bad = RunCommand(Mpirun(2, {"--thread-level=multiple"}), seconds(30));
+  EXPECT_EQ(bad.exit_code, 2) << bad.Describe();
+  EXPECT_NE(bad.err.find("psbench-floor-mpi: --thread-level=multiple is not a level"), std::string::npos)
+      << bad.Describe();
+}
+
 TEST(MpiFloorTest, OutsideMpirunSaysHowToLaunch) {
   RunResult r = RunCommand({kFloor}, seconds(30));
   EXPECT_EQ(r.exit_code, 2) << r.Describe();
