@@ -1,6 +1,7 @@
 #include "bench/sysinfo.h"
 
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -192,6 +193,7 @@ nlohmann::json Environment() {
         {"protobuf", google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION)},
         {"compiler", absl::StrCat("g++ ", __VERSION__)}}},
       {"allocator", AllocatorPolicy()},
+      {"mutex_deadlock_detection", MutexDeadlockDetection()},
   };
 }
 

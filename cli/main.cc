@@ -9,7 +9,8 @@
 #include <filesystem>
 #include <string_view>
 
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
 #include "cli/cluster_command.h"
 #include "cli/launch/process.h"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   // As the PS and workers, so that what runs in this process (the floors' records, psbench
   // train's in-process parts) says the same.
   psbench::FixAllocatorPolicy();
+  psbench::TurnOffMutexDeadlockDetection();
   // Ranks orphaned by a dying mpirun come back to us and are reaped before we exit.
   psbench::AdoptOrphans();
   int code = psbench::Dispatch(argc, argv);

@@ -9,7 +9,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
 #include "bench/sysinfo.h"
@@ -148,5 +149,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   psbench::FixAllocatorPolicy();  // before any thread starts
+  psbench::TurnOffMutexDeadlockDetection();
   return psbench::Main(argc, argv);
 }

@@ -11,7 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
 #include "bench/report.h"
@@ -337,5 +338,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   psbench::FixAllocatorPolicy();  // before any thread starts
+  psbench::TurnOffMutexDeadlockDetection();
   return psbench::Main(argc, argv);
 }

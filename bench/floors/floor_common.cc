@@ -18,7 +18,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
 
@@ -206,6 +207,7 @@ std::string errno_str() { return std::strerror(errno); }
 
 Role parse_command_line(int argc, char** argv, const Program& program) {
   psbench::FixAllocatorPolicy();  // as psbench's own processes, before any thread starts
+  psbench::TurnOffMutexDeadlockDetection();
   g_program_name = program.name;
   absl::SetProgramUsageMessage(absl::string_view(program.usage.data(), program.usage.size()));
   absl::FlagsUsageConfig usage;  // --help lists the program's own flags (binary and file names differ)
@@ -340,7 +342,8 @@ void Results::add_throughput(const SizeRun& run, double seconds) {
 nlohmann::json Results::base_record(const SizeRun& run) const {
   nlohmann::json rec = {
       {"tool", tool_}, {"test", test_}, {"bytes", run.size}, {"iterations", run.iterations}, {"warmup", run.warmup},
-      {"allocator", psbench::AllocatorPolicy()}};
+      {"allocator", psbench::AllocatorPolicy()},
+      {"mutex_deadlock_detection", psbench::MutexDeadlockDetection()}};
   if (!cpu_.empty()) rec["cpu"] = cpu_;
   return rec;
 }

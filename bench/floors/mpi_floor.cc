@@ -24,7 +24,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
+#include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
@@ -158,7 +159,9 @@ int Main(int argc, char** argv) {
       int count = static_cast<int>(size);
       nlohmann::json record = {{"tool", kProgram}, {"test", kind}, {"bytes", size},
                                {"iterations", iterations}, {"warmup", warmup},
-                               {"mpi", library}, {"thread_level", thread_level}, {"host", processor}, {"allocator", AllocatorPolicy()}};
+                               {"mpi", library}, {"thread_level", thread_level}, {"host", processor},
+                               {"allocator", AllocatorPolicy()},
+                               {"mutex_deadlock_detection", MutexDeadlockDetection()}};
       MPI_Barrier(MPI_COMM_WORLD);
       if (pingpong) {
         std::vector<double> round_trips;
@@ -242,5 +245,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   psbench::FixAllocatorPolicy();  // as psbench's own processes, before MPI starts threads
+  psbench::TurnOffMutexDeadlockDetection();
   return psbench::Main(argc, argv);
 }

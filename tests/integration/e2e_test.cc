@@ -125,8 +125,9 @@ void ExpectRecord(const Json& r, const Expected& e) {
   for (const char* v : {"psbench", "grpc", "protobuf", "compiler"}) {
     EXPECT_FALSE(env["versions"].value(v, "").empty()) << "environment.versions." << v;
   }
-  // The allocator's large-block policy is fixed (bench/alloc/alloc_policy.h).
+  // The allocator's large-block policy is fixed (bench/process/alloc_policy.h).
   ExpectAllocatorPolicy(env["allocator"]);
+  EXPECT_EQ(env.value("mutex_deadlock_detection", ""), "off") << "bench/process/mutex_policy.h";
   EXPECT_TRUE(r["cpu"]["worker"].contains("utilization"));
   EXPECT_EQ(r["cpu"]["ps"].size(), e.num_ps);
   EXPECT_GT(r["placement"]["worker"].value("pid", 0), 0);

@@ -80,6 +80,7 @@ TEST_F(FloorsTest, EveryGrpcFloorMeasuresEveryRequestedSize) {
       EXPECT_EQ(r.value("iterations", 0), 50) << r.dump();
       EXPECT_GT(r["latency_us"].value("p50", 0.0), 0) << r.dump();
       ExpectAllocatorPolicy(r["allocator"]);
+      EXPECT_EQ(r.value("mutex_deadlock_detection", ""), "off");
     }
     EXPECT_EQ(stream[0].value("bytes", 0), 1 << 20) << stream[0].dump();
     EXPECT_EQ(stream[0].value("window", 0), 4) << stream[0].dump();

@@ -184,7 +184,7 @@ class IntegrationTest : public ::testing::Test {
 // Fails the test for every live child of this process, then kills and reaps them all.
 void ExpectNoChildrenLeft();
 
-// Checks the malloc policy a psbench process or floor recorded (bench/alloc/alloc_policy.h):
+// Checks the malloc policy a psbench process or floor recorded (bench/process/alloc_policy.h):
 // fixed at 32 MiB, unless GLIBC_TUNABLES tunes malloc in this environment, or a sanitizer's
 // allocator (in a sanitized build of this test) refused mallopt.
 void ExpectAllocatorPolicy(const Json& allocator);

@@ -1,4 +1,4 @@
-#include "bench/alloc/alloc_policy.h"
+#include "bench/process/alloc_policy.h"
 
 #include <malloc.h>
 
