@@ -3,6 +3,15 @@
 // in the same order. Going out they hold gradients (or initial values); coming back the PS's
 // current parameters. The PS needs nothing else to serve a model. A PS also reports, over the
 // control plane (ServerInfo::updates), which updates of its run it applied: UpdateReport.
+//
+// A step's gradients may also go in parts, each as soon as it is ready (a replayed backward
+// pass: TensorFlow's PS mode sends each variable's gradient when it is computed): flag kSubset,
+// buffer 1 then lists the part's tensors as `num_tensors` uint32 indices into the shard,
+// ascending, and buffers 2.. hold those tensors (the reply is laid out alike). Every worker
+// splits every step of a run the same way, and a step's parts cover the shard once. In sync mode the PS
+// gathers each part over the workers on its own (TensorFlow's per-variable accumulators) and
+// answers that part once every worker's is in; a step counts as applied once all its parts
+// are. Initial values always go whole.
 #ifndef PSBENCH_PS_PARAM_PROTOCOL_H_
 #define PSBENCH_PS_PARAM_PROTOCOL_H_
 
@@ -23,7 +32,10 @@ struct ExchangeHeader {
     kInit = 1,  // buffers hold initial values; the first init of a run sets the PS's
     kStep = 2,  // buffers hold gradients of step `step`
   };
-  enum Flags : uint32_t { kSync = 1 };
+  enum Flags : uint32_t {
+    kSync = 1,
+    kSubset = 2,  // kStep: a part of the shard, listed in buffer 1
+  };
   // The most workers a run may have: the PS keeps state per worker, sized by the first
   // header of a run, so a header must not ask for billions of them.
   static constexpr uint32_t kMaxWorkers = 1u << 16;
@@ -37,7 +49,7 @@ struct ExchangeHeader {
   uint32_t flags = kSync;
   float learning_rate = 0.01f;
   float momentum = 0.9f;
-  uint32_t num_tensors = 0;  // buffers after this header
+  uint32_t num_tensors = 0;  // tensors after this header (and, with kSubset, the index list)
   uint64_t run_id = 0;       // all workers of a run agree on it; a new run resets the PS
   // In the PS's reply: the updates of this run the PS had applied when it answered (steps in
   // sync mode, pushes in async mode), to match parameters read back with the PS's report of

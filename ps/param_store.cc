@@ -30,7 +30,10 @@ ParamStore::~ParamStore() {
   std::vector<Pending> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending.swap(pending_);
+    for (auto& [first, g] : gathers_) {
+      for (Pending& p : g.pending) pending.push_back(std::move(p));
+    }
+    gathers_.clear();
   }
   for (Pending& p : pending) std::move(p.done)(absl::CancelledError("the PS is shutting down"));
 }
@@ -57,10 +60,10 @@ void ParamStore::Account(uint32_t worker, uint64_t step) {
   if (!a.steps.Add(step)) a.duplicates.push_back(step);
 }
 
-void ParamStore::ReplyHeader(const ExchangeHeader& h, std::span<const std::span<std::byte>> reply) const {
-  ExchangeHeader out = h;
-  out.updates_applied = updates_;
-  std::memcpy(reply[0].data(), &out, sizeof(out));
+void ParamStore::ReplyHeader(const ExchangeHeader& h, std::span<std::byte> out) const {
+  ExchangeHeader reply = h;
+  reply.updates_applied = updates_;
+  if (out.size() >= sizeof(reply)) std::memcpy(out.data(), &reply, sizeof(reply));
 }
 
 absl::Status ParamStore::Check(const ExchangeHeader& h,
@@ -71,6 +74,15 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
     return absl::InvalidArgumentError(absl::StrCat("unknown exchange kind ", h.kind));
   if (h.num_workers < 1 || h.num_workers > ExchangeHeader::kMaxWorkers || h.worker >= h.num_workers)
     return absl::InvalidArgumentError(absl::StrCat("worker ", h.worker, " of ", h.num_workers));
+  if (h.flags & ExchangeHeader::kSubset) {
+    // A part of the shard: checked against it once read (Read).
+    if (h.kind != ExchangeHeader::kStep)
+      return absl::InvalidArgumentError("initial values go whole, not as a part of the shard");
+    if (h.num_tensors == 0 || h.num_tensors != request.size() - 2)
+      return absl::InvalidArgumentError(absl::StrCat("header announces a part of ", h.num_tensors,
+                                                     " tensors, request has ", request.size() - 2));
+    return absl::OkStatus();
+  }
   if (h.num_tensors != request.size() - 1)
     return absl::InvalidArgumentError(absl::StrCat("header announces ", h.num_tensors,
                                                    " tensors, request has ", request.size() - 1));
@@ -86,6 +98,39 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
           absl::StrCat("tensor ", i - 1, " has ", request[i].size(), " bytes; this run's has ",
                        params_[i - 1].size() * sizeof(float)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParamStore::Read(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request,
+                              std::span<const std::span<std::byte>> reply, std::vector<uint32_t>* listed,
+                              Part* part) const {
+  part->header = h;
+  part->reply_header = reply.empty() ? std::span<std::byte>() : reply[0];
+  if (!(h.flags & ExchangeHeader::kSubset)) {
+    part->tensors = all_tensors_;
+    part->values = request.subspan(1);
+    part->reply = reply.empty() ? reply : reply.subspan(1);
+    return absl::OkStatus();
+  }
+  const std::span<const std::byte> list = request[1];
+  if (list.size() != size_t{h.num_tensors} * sizeof(uint32_t))
+    return absl::InvalidArgumentError(absl::StrCat("a part's index list has ", list.size(),
+                                                   " bytes for ", h.num_tensors, " tensors"));
+  listed->resize(h.num_tensors);
+  std::memcpy(listed->data(), list.data(), list.size());
+  for (size_t i = 0; i < listed->size(); ++i) {
+    const uint32_t t = (*listed)[i];
+    if (t >= params_.size() || (i > 0 && t <= (*listed)[i - 1]))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a part lists tensor ", t, " at ", i, ": indices must ascend within the shard's ",
+          params_.size(), " tensors"));
+    if (request[i + 2].size() != params_[t].size() * sizeof(float))
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " has ", request[i + 2].size(),
+                                                     " bytes; this run's has ", params_[t].size() * sizeof(float)));
+  }
+  part->tensors = *listed;
+  part->values = request.subspan(2);
+  part->reply = reply.size() > 2 ? reply.subspan(2) : std::span<const std::span<std::byte>>();
   return absl::OkStatus();
 }
 
@@ -112,9 +157,11 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
     sum_.resize(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) sum_[i].resize(params_[i].size());
   }
-  step_ = 0;
-  arrived_.assign(h.num_workers, false);
-  arrived_count_ = 0;
+  all_tensors_.resize(params_.size());
+  for (size_t i = 0; i < all_tensors_.size(); ++i) all_tensors_[i] = static_cast<uint32_t>(i);
+  gathers_.clear();
+  steps_.clear();
+  async_applied_.assign(h.num_workers, 0);
   updates_ = 0;
   accounting_.assign(h.num_workers, {});
 }
@@ -171,29 +218,31 @@ void SgdKernel(float* w, float* v, const float* sum, const float* g, float* out,
   }
 }
 
-// Where the reply's tensor t can take floats directly (aligned, the tensor's size), else null.
-float* FloatsOut(std::span<const std::span<std::byte>> reply, size_t t, size_t n) {
-  if (t + 1 >= reply.size() || n == 0) return nullptr;
-  const std::span<std::byte> b = reply[t + 1];
-  if (b.size() != n * sizeof(float) || reinterpret_cast<uintptr_t>(b.data()) % alignof(float) != 0)
+// Where a reply tensor can take n floats directly (aligned, the tensor's size), else null.
+float* FloatsOut(std::span<std::byte> b, size_t n) {
+  if (n == 0 || b.size() != n * sizeof(float) || reinterpret_cast<uintptr_t>(b.data()) % alignof(float) != 0)
     return nullptr;
   return reinterpret_cast<float*>(b.data());
+}
+
+// The i-th of `reply`, or nothing when the reply is shorter.
+std::span<std::byte> At(std::span<const std::span<std::byte>> reply, size_t i) {
+  return i < reply.size() ? reply[i] : std::span<std::byte>();
 }
 
 }  // namespace
 
 void ParamStore::Apply(size_t t, const float* sum, std::span<const float> gradient, uint32_t divisor,
-                       std::span<const std::span<std::byte>> reply) {
+                       std::span<std::byte> reply) {
   const size_t n = params_[t].size();
   float* w = params_[t].data();
   float* v = momentum_.empty() ? nullptr : momentum_[t].data();
-  float* out = FloatsOut(reply, t, n);
+  float* out = FloatsOut(reply, n);
   const float lr = config_.learning_rate, mu = config_.momentum;
   if (sum != nullptr) SgdKernel<true>(w, v, sum, gradient.data(), out, n, lr, mu, divisor);
   else SgdKernel<false>(w, v, nullptr, gradient.data(), out, n, lr, mu, divisor);
   // A reply that cannot take floats in place gets a copy.
-  if (out == nullptr && t + 1 < reply.size() && !reply[t + 1].empty())
-    std::memcpy(reply[t + 1].data(), w, reply[t + 1].size());
+  if (out == nullptr && !reply.empty()) std::memcpy(reply.data(), w, reply.size());
 }
 
 void ParamStore::Accumulate(size_t t, std::span<const float> gradient, bool first) {
@@ -208,11 +257,95 @@ void ParamStore::Accumulate(size_t t, std::span<const float> gradient, bool firs
   for (size_t i = 0; i < n; ++i) sum[i] += g[i];
 }
 
-void ParamStore::CopyParams(std::span<const std::span<std::byte>> reply) const {
-  // reply[0] echoes the header (it may alias the request's, which is already there).
-  for (size_t i = 1; i < reply.size(); ++i) {
-    if (!reply[i].empty()) std::memcpy(reply[i].data(), params_[i - 1].data(), reply[i].size());
+void ParamStore::CopyParams(std::span<const uint32_t> tensors,
+                            std::span<const std::span<std::byte>> reply) const {
+  for (size_t i = 0; i < tensors.size() && i < reply.size(); ++i) {
+    if (!reply[i].empty()) std::memcpy(reply[i].data(), params_[tensors[i]].data(), reply[i].size());
   }
+}
+
+void ParamStore::ApplyAsync(const Part& part) {
+  for (size_t i = 0; i < part.tensors.size(); ++i)
+    Apply(part.tensors[i], nullptr, Floats(part.values[i], &scratch_), 1, At(part.reply, i));
+  // The worker's step counts once its parts have covered the shard.
+  size_t& applied = async_applied_[part.header.worker];
+  applied += part.tensors.size();
+  if (applied >= params_.size()) {
+    applied = 0;
+    ++updates_;
+    Account(part.header.worker, part.header.step);
+  }
+  ReplyHeader(part.header, part.reply_header);
+}
+
+absl::Status ParamStore::GatherSync(const Part& part, absl::AnyInvocable<void(absl::Status) &&>& done,
+                                    std::vector<Pending>* ready) {
+  const ExchangeHeader& h = part.header;
+  const uint32_t first = part.tensors.empty() ? 0 : part.tensors[0];
+  Gather& g = gathers_[first];
+  if (h.step != g.step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", g.step,
+        part.tensors.size() < params_.size() ? absl::StrCat(" of the part from tensor ", first) : ""));
+  }
+  if (g.arrived.empty()) g.arrived.assign(config_.num_workers, false);
+  if (g.arrived[h.worker])
+    return absl::FailedPreconditionError(absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
+  if (g.count == 0) {
+    // The step's first worker splits it; each tensor belongs to one part of a step.
+    StepParts& sp = steps_[g.step];
+    if (sp.claimed.empty()) sp.claimed.assign(params_.size(), false);
+    for (uint32_t t : part.tensors) {
+      if (sp.claimed[t])
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker ", h.worker, " sent tensor ", t, " of step ", h.step, " in two parts"));
+    }
+    for (uint32_t t : part.tensors) sp.claimed[t] = true;
+    g.tensors.assign(part.tensors.begin(), part.tensors.end());
+  } else if (!std::equal(g.tensors.begin(), g.tensors.end(), part.tensors.begin(), part.tensors.end())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", h.worker, " split step ", h.step, " otherwise than the workers before it (the part from tensor ",
+        first, ")"));
+  }
+  const bool last = g.count + 1 == config_.num_workers;
+  g.arrived[h.worker] = true;
+  ++g.count;
+  Pending p;
+  p.header = h;
+  p.tensors = g.tensors;
+  p.reply_header = part.reply_header;
+  p.reply.assign(part.reply.begin(), part.reply.end());
+  p.done = std::move(done);
+  g.pending.push_back(std::move(p));
+  if (!last) {
+    for (size_t i = 0; i < part.tensors.size(); ++i)
+      Accumulate(part.tensors[i], Floats(part.values[i], &scratch_), g.count == 1);
+    return absl::OkStatus();  // held
+  }
+  // The last worker of the part: apply the mean gradient (the others' sum plus its own,
+  // added in arrival order, in the same pass), answer everyone.
+  for (size_t i = 0; i < part.tensors.size(); ++i) {
+    const uint32_t t = part.tensors[i];
+    Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Floats(part.values[i], &scratch_),
+          config_.num_workers, At(part.reply, i));
+  }
+  StepParts& sp = steps_[g.step];
+  sp.applied += part.tensors.size();
+  if (sp.applied == params_.size()) {
+    ++updates_;
+    for (uint32_t w = 0; w < config_.num_workers; ++w) Account(w, g.step);
+    steps_.erase(g.step);
+  }
+  ++g.step;
+  g.arrived.assign(config_.num_workers, false);
+  g.count = 0;
+  for (size_t i = 0; i < g.pending.size(); ++i) {
+    // The last one's reply (this call's) was written by Apply.
+    if (i + 1 < g.pending.size()) CopyParams(g.pending[i].tensors, g.pending[i].reply);
+    ReplyHeader(g.pending[i].header, g.pending[i].reply_header);
+  }
+  ready->swap(g.pending);
+  return absl::OkStatus();
 }
 
 void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
@@ -226,6 +359,7 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
   ExchangeHeader h;
   std::memcpy(&h, request[0].data(), sizeof(h));
   std::vector<Pending> ready, aborted;
+  std::vector<uint32_t> listed;
   absl::Status status;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -233,64 +367,33 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
     if (status.ok() && h.kind == ExchangeHeader::kInit) {
       if (!initialized_ || h.run_id != run_id_) {
         // A new run: whatever an earlier run left waiting is over (answered below).
-        aborted.swap(pending_);
+        for (auto& [first, g] : gathers_) {
+          for (Pending& p : g.pending) aborted.push_back(std::move(p));
+        }
         Reset(h, request);
       }
-      CopyParams(reply);
-      ReplyHeader(h, reply);
+      CopyParams(all_tensors_, reply.empty() ? reply : reply.subspan(1));
+      if (!reply.empty()) ReplyHeader(h, reply[0]);
     } else if (status.ok()) {
+      Part part;
       if (!initialized_ || h.run_id != run_id_) {
         status = absl::FailedPreconditionError(
             "the PS holds no parameters for this run (the worker must send its initial values first)");
-      } else if (h.num_workers != config_.num_workers || h.flags != config_.flags) {
-        // arrived_ is sized for the run's workers: a header that disagrees is refused.
+      } else if (h.num_workers != config_.num_workers ||
+                 (h.flags & ExchangeHeader::kSync) != (config_.flags & ExchangeHeader::kSync)) {
+        // The per-worker state is sized for the run's workers: a header that disagrees is refused.
         status = absl::FailedPreconditionError(absl::StrCat(
             "worker ", h.worker, " says the run has ", h.num_workers, " workers (",
             (h.flags & ExchangeHeader::kSync) ? "sync" : "async", "); the PS's run has ",
             config_.num_workers, " (", (config_.flags & ExchangeHeader::kSync) ? "sync" : "async", ")"));
-      } else if (!(config_.flags & ExchangeHeader::kSync)) {
-        for (size_t t = 0; t < params_.size(); ++t)
-          Apply(t, nullptr, Floats(request[t + 1], &scratch_), 1, reply);
-        ++updates_;
-        Account(h.worker, h.step);
-        ReplyHeader(h, reply);
-      } else if (h.step != step_) {
-        status = absl::FailedPreconditionError(absl::StrCat(
-            "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", step_));
-      } else if (arrived_[h.worker]) {
-        status = absl::FailedPreconditionError(
-            absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
       } else {
-        const bool last = arrived_count_ + 1 == static_cast<int>(config_.num_workers);
-        arrived_[h.worker] = true;
-        ++arrived_count_;
-        Pending p;
-        p.reply_copy.assign(reply.begin(), reply.end());
-        p.header = h;
-        p.done = std::move(done);
-        pending_.push_back(std::move(p));
-        if (!last) {
-          for (size_t t = 0; t < params_.size(); ++t)
-            Accumulate(t, Floats(request[t + 1], &scratch_), arrived_count_ == 1);
-          return;  // held
+        status = Read(h, request, reply, &listed, &part);
+        if (status.ok() && !(config_.flags & ExchangeHeader::kSync)) {
+          ApplyAsync(part);
+        } else if (status.ok()) {
+          status = GatherSync(part, done, &ready);
+          if (status.ok() && ready.empty()) return;  // held
         }
-        // The last worker of the step: apply the mean gradient (the others' sum plus its own,
-        // added in arrival order, in the same pass), answer everyone.
-        for (size_t t = 0; t < params_.size(); ++t) {
-          Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Floats(request[t + 1], &scratch_),
-                config_.num_workers, reply);
-        }
-        ++updates_;
-        for (uint32_t w = 0; w < config_.num_workers; ++w) Account(w, step_);
-        ++step_;
-        arrived_.assign(config_.num_workers, false);
-        arrived_count_ = 0;
-        for (size_t i = 0; i < pending_.size(); ++i) {
-          // The last one's reply (this call's) was written by Apply.
-          if (i + 1 < pending_.size()) CopyParams(pending_[i].reply_copy);
-          ReplyHeader(pending_[i].header, pending_[i].reply_copy);
-        }
-        ready.swap(pending_);
       }
     }
   }

@@ -3,12 +3,15 @@
 // param_protocol.h): in sync mode it sums every worker's gradients of a step, applies SGD
 // with momentum to their mean once the last one is in, and only then answers all of them
 // with the new parameters; in async mode it applies each worker's gradients as they come.
+// A step may come in parts (kSubset): each part is gathered over the workers on its own.
 // It accounts for every update it applies: which steps of which worker (Report), so that
-// parameters read back can be explained exactly, even when a worker died mid-run.
+// parameters read back can be explained exactly, even when a worker died mid-run (a step
+// whose parts did not all arrive is applied in part, and not counted).
 #ifndef PSBENCH_PS_PARAM_STORE_H_
 #define PSBENCH_PS_PARAM_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -33,35 +36,71 @@ class ParamStore final : public ExchangeHandler {
   std::optional<UpdateReport> Report() const;
 
  private:
-  struct Pending {
-    std::vector<std::span<std::byte>> reply_copy;  // the spans outlive the call
+  // One exchange as the store reads it: which tensors of the shard it carries, in order, their
+  // values, and where the reply's header and tensors go.
+  struct Part {
     ExchangeHeader header;
+    std::span<const uint32_t> tensors;
+    std::span<const std::span<const std::byte>> values;
+    std::span<std::byte> reply_header;
+    std::span<const std::span<std::byte>> reply;  // may be shorter than `values`
+  };
+  struct Pending {
+    ExchangeHeader header;
+    std::vector<uint32_t> tensors;
+    std::span<std::byte> reply_header;
+    std::vector<std::span<std::byte>> reply;  // the spans outlive the call
     absl::AnyInvocable<void(absl::Status) &&> done;
+  };
+  // A sync part being gathered over the workers, keyed by its first tensor.
+  struct Gather {
+    uint64_t step = 0;
+    std::vector<uint32_t> tensors;  // as the step's first worker split it
+    std::vector<bool> arrived;
+    uint32_t count = 0;
+    std::vector<Pending> pending;
+  };
+  // A sync step's parts: which tensors a part claimed, and how many were applied.
+  struct StepParts {
+    std::vector<bool> claimed;
+    size_t applied = 0;
   };
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
+  // Reads a step's request into *part (kSubset: its index list into *listed, checked against
+  // the shard, as its tensors' sizes).
+  absl::Status Read(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request,
+                    std::span<const std::span<std::byte>> reply, std::vector<uint32_t>* listed,
+                    Part* part) const;
   void Reset(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request);
   // SGD on tensor t with (sum + gradient) / divisor (sum may be null), the new values also
-  // written into the reply's tensor t.
+  // written into `out` (when it is not empty).
   void Apply(size_t t, const float* sum, std::span<const float> gradient, uint32_t divisor,
-             std::span<const std::span<std::byte>> reply);
+             std::span<std::byte> out);
   // A sync step's gradient added to (first: copied into) sum_[t].
   void Accumulate(size_t t, std::span<const float> gradient, bool first);
-  void CopyParams(std::span<const std::span<std::byte>> reply) const;
+  // The parameters of `tensors` into `reply`, in order.
+  void CopyParams(std::span<const uint32_t> tensors, std::span<const std::span<std::byte>> reply) const;
   // Writes the reply's header: the request's, with the updates applied so far.
-  void ReplyHeader(const ExchangeHeader& h, std::span<const std::span<std::byte>> reply) const;
+  void ReplyHeader(const ExchangeHeader& h, std::span<std::byte> out) const;
   void Account(uint32_t worker, uint64_t step);
+  // Async: applies a worker's part at once.
+  void ApplyAsync(const Part& part);
+  // Sync: gathers a worker's part. Either refuses it, or holds it (takes `done`), or, as the
+  // part's last worker, applies the part and moves every exchange it answers into *ready.
+  absl::Status GatherSync(const Part& part, absl::AnyInvocable<void(absl::Status) &&>& done,
+                          std::vector<Pending>* ready);
 
   mutable std::mutex mu_;
   bool initialized_ = false;
   uint64_t run_id_ = 0;
   ExchangeHeader config_;  // hyperparameters of the run
   std::vector<std::vector<float>> params_, momentum_, sum_;
+  std::vector<uint32_t> all_tensors_;  // 0..n-1: a whole shard's part
   std::vector<float> scratch_;  // a misaligned incoming tensor, copied
-  uint64_t step_ = 0;  // sync: the step being gathered
-  std::vector<bool> arrived_;
-  int arrived_count_ = 0;
-  std::vector<Pending> pending_;
+  std::map<uint32_t, Gather> gathers_;    // sync
+  std::map<uint64_t, StepParts> steps_;   // sync: steps with parts applied or claimed
+  std::vector<size_t> async_applied_;     // async: tensors of its current step, per worker
   uint64_t updates_ = 0;
   std::vector<UpdateReport::Worker> accounting_;  // by worker
 };

@@ -2,6 +2,7 @@
 // synchronous steps held until the last worker, async steps, and requests it must refuse.
 #include "ps/param_store.h"
 
+#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -14,17 +15,24 @@ namespace {
 // One worker's exchange: a header and float tensors; the reply is separate memory.
 struct Exchange {
   ExchangeHeader header;
+  std::vector<uint32_t> part;  // non-empty: a part of the shard (kSubset), these tensors
   std::vector<std::vector<float>> tensors;
   std::vector<std::vector<float>> reply;
   std::optional<absl::Status> result;
 
   void Send(ParamStore& store) {
     header.num_tensors = static_cast<uint32_t>(tensors.size());
+    if (!part.empty()) header.flags |= ExchangeHeader::kSubset;
     std::vector<std::span<const std::byte>> request = {
         {reinterpret_cast<const std::byte*>(&header), sizeof(header)}};
     reply.assign(tensors.size(), {});
     reply_header_.fill(std::byte{0});
     std::vector<std::span<std::byte>> out = {{reply_header_.data(), reply_header_.size()}};
+    if (!part.empty()) {
+      request.push_back(std::as_bytes(std::span<const uint32_t>(part)));
+      reply_list_.assign(part.size(), 0);
+      out.push_back(std::as_writable_bytes(std::span<uint32_t>(reply_list_)));
+    }
     for (size_t i = 0; i < tensors.size(); ++i) {
       request.push_back(std::as_bytes(std::span<const float>(tensors[i])));
       reply[i].assign(tensors[i].size(), -1.f);
@@ -35,6 +43,7 @@ struct Exchange {
 
  private:
   std::array<std::byte, sizeof(ExchangeHeader)> reply_header_;
+  std::vector<uint32_t> reply_list_;
 };
 
 Exchange Make(ExchangeHeader::Kind kind, uint32_t worker, uint32_t workers, uint64_t step,
@@ -82,6 +91,93 @@ TEST(ParamStoreTest, AsyncAppliesEachPushAtOnce) {
   ASSERT_TRUE(a.result && a.result->ok());
   EXPECT_EQ(a.reply[0][0], 0.f);
   EXPECT_EQ(store.updates_applied(), 1u);
+}
+
+// A part of the shard (kSubset).
+Exchange MakePart(uint32_t worker, uint32_t workers, uint64_t step, std::vector<uint32_t> part,
+                  std::vector<std::vector<float>> tensors, bool sync = true) {
+  Exchange e = Make(ExchangeHeader::kStep, worker, workers, step, std::move(tensors), sync);
+  e.part = std::move(part);
+  return e;
+}
+
+// A step in two parts, {0, 2} and {1}, each gathered over both workers on its own and answered
+// once both workers' are in; the step counts once both parts are applied.
+TEST(ParamStoreTest, SyncPartsAreGatheredEachOnTheirOwn) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f, 2.f}, {3.f}, {5.f}});
+  init.Send(store);
+  ASSERT_TRUE(init.result && init.result->ok()) << *init.result;
+  Exchange a0 = MakePart(0, 2, 0, {0, 2}, {{2.f, 0.f}, {2.f}});
+  Exchange b1 = MakePart(1, 2, 0, {1}, {{4.f}});
+  Exchange a1 = MakePart(1, 2, 0, {0, 2}, {{0.f, 2.f}, {0.f}});
+  Exchange b0 = MakePart(0, 2, 0, {1}, {{0.f}});
+  a0.Send(store);
+  b1.Send(store);
+  EXPECT_FALSE(a0.result || b1.result) << "answered before the part's last worker";
+  a1.Send(store);
+  ASSERT_TRUE(a0.result && a1.result);
+  EXPECT_TRUE(a0.result->ok() && a1.result->ok()) << *a0.result << " " << *a1.result;
+  EXPECT_FALSE(b1.result) << "the other part is still gathering";
+  // mean gradients {1, 1} and {1}; w -= 0.5 g
+  const std::vector<std::vector<float>> a_expected = {{0.5f, 1.5f}, {4.5f}};
+  EXPECT_EQ(a0.reply, a_expected);
+  EXPECT_EQ(a1.reply, a_expected);
+  EXPECT_EQ(store.updates_applied(), 0u) << "a step counts once all its parts are applied";
+  b0.Send(store);
+  ASSERT_TRUE(b0.result && b1.result);
+  EXPECT_TRUE(b0.result->ok() && b1.result->ok());
+  EXPECT_EQ(b0.reply, (std::vector<std::vector<float>>{{2.f}}));  // 3 - 0.5 * 2
+  EXPECT_EQ(b1.reply, b0.reply);
+  EXPECT_EQ(store.updates_applied(), 1u);
+  auto report = store.Report();
+  ASSERT_TRUE(report);
+  for (const auto& w : report->workers) EXPECT_EQ(w.steps.ToString(), "0");
+
+}
+
+TEST(ParamStoreTest, AsyncPartsApplyAtOnceAndCountTheStepWhenTheShardIsCovered) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f}, {3.f}}, /*sync=*/false);
+  init.Send(store);
+  Exchange a = MakePart(1, 2, 0, {1}, {{2.f}}, false);
+  a.Send(store);
+  ASSERT_TRUE(a.result && a.result->ok()) << *a.result;
+  EXPECT_EQ(a.reply[0][0], 2.f);
+  EXPECT_EQ(store.updates_applied(), 0u);
+  Exchange b = MakePart(1, 2, 0, {0}, {{2.f}}, false);
+  b.Send(store);
+  ASSERT_TRUE(b.result && b.result->ok()) << *b.result;
+  EXPECT_EQ(b.reply[0][0], 0.f);
+  EXPECT_EQ(store.updates_applied(), 1u);
+  EXPECT_EQ(store.Report()->workers[1].steps.ToString(), "0");
+}
+
+TEST(ParamStoreTest, PartsThatDoNotFitTheShardAreRefused) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f, 2.f}, {3.f}, {5.f}});
+  init.Send(store);
+  auto refused = [&store](Exchange e, absl::StatusCode code, const std::string& words) {
+    e.Send(store);
+    ASSERT_TRUE(e.result) << words << ": held";
+    EXPECT_EQ(e.result->code(), code) << *e.result;
+    EXPECT_NE(e.result->message().find(words), std::string::npos) << *e.result;
+  };
+  refused(MakePart(0, 2, 0, {2, 0}, {{1.f}, {1.f, 1.f}}), absl::StatusCode::kInvalidArgument, "must ascend");
+  refused(MakePart(0, 2, 0, {3}, {{1.f}}), absl::StatusCode::kInvalidArgument, "must ascend");
+  refused(MakePart(0, 2, 0, {1}, {{1.f, 1.f}}), absl::StatusCode::kInvalidArgument, "tensor 1 has 8 bytes");
+  Exchange init_part = MakePart(0, 2, 0, {1}, {{1.f}});
+  init_part.header.kind = ExchangeHeader::kInit;
+  refused(init_part, absl::StatusCode::kInvalidArgument, "initial values go whole");
+  // Worker 0 claims tensors 0 and 1 for step 0; tensor 1 again in another part is refused,
+  // and so is worker 1 splitting the part from tensor 0 otherwise.
+  Exchange first = MakePart(0, 2, 0, {0, 1}, {{1.f, 1.f}, {1.f}});
+  first.Send(store);
+  EXPECT_FALSE(first.result);
+  refused(MakePart(0, 2, 0, {1, 2}, {{1.f}, {1.f}}), absl::StatusCode::kFailedPrecondition, "in two parts");
+  refused(MakePart(1, 2, 0, {0}, {{1.f, 1.f}}), absl::StatusCode::kFailedPrecondition, "otherwise");
+  refused(MakePart(0, 2, 0, {0, 1}, {{1.f, 1.f}, {1.f}}), absl::StatusCode::kFailedPrecondition, "twice");
+  EXPECT_FALSE(first.result) << "refusals leave the held part alone";
 }
 
 TEST(ParamStoreTest, RefusesWhatDoesNotFitTheRun) {
