@@ -100,7 +100,23 @@ Payload::Payload(std::span<const uint64_t> sizes, uint64_t seed)
   }
 }
 
-Payload::~Payload() { std::free(arena_); }
+std::unique_ptr<Payload> Payload::View(Payload& base, std::span<const size_t> buffers) {
+  std::unique_ptr<Payload> view(new Payload());
+  view->owns_arena_ = false;
+  view->arena_ = base.arena_;
+  view->arena_bytes_ = base.arena_bytes_;
+  for (size_t i : buffers) {
+    view->iov_.push_back(base.iov_.at(i));
+    view->sizes_.push_back(base.sizes_[i]);
+    view->checksums_.push_back(base.checksums_[i]);
+    view->total_bytes_ += base.sizes_[i];
+  }
+  return view;
+}
+
+Payload::~Payload() {
+  if (owns_arena_) std::free(arena_);
+}
 
 std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
   // Large blocks are aligned to 2 MiB and offered to transparent huge pages: faulting in a

@@ -43,6 +43,11 @@ class Payload {
   // Allocates one arena holding every buffer (each 64-byte aligned, 4 KiB aligned from
   // 4 KiB up, like separately allocated tensors), fills it from `seed` and checksums it.
   Payload(std::span<const uint64_t> sizes, uint64_t seed);
+  // A payload of some of `base`'s buffers, in the given order, with no memory of its own
+  // (`base` must outlive it): its bytes are base's, its checksums those base had, and its
+  // arena base's whole arena (what a transport registers, e.g. for RDMA). For sending parts
+  // of one model's memory as payloads of their own.
+  static std::unique_ptr<Payload> View(Payload& base, std::span<const size_t> buffers);
   ~Payload();
   Payload(const Payload&) = delete;
   Payload& operator=(const Payload&) = delete;
@@ -76,6 +81,9 @@ class Payload {
   std::vector<uint64_t> sizes_;
   std::vector<uint64_t> checksums_;
   uint64_t total_bytes_ = 0;
+  bool owns_arena_ = true;
+
+  Payload() = default;
 };
 
 }  // namespace psbench

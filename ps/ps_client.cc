@@ -43,19 +43,25 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
   std::vector<Shard> placed = PlaceByBytes(tensor_bytes, num_ps);
   for (size_t p = 0; p < num_ps; ++p) ps->shards_[p].placed = std::move(placed[p]);
 
-  // Each PS's request and reply: [header, its tensors...], registered once for the run.
   ps->bytes_ = tensor_bytes;
   ps->outgoing_.resize(tensor_bytes.size());
   ps->incoming_.resize(tensor_bytes.size());
+  if (!o.buckets.empty()) {
+    if (absl::Status s = ps->MakeParts(tensor_bytes); !s.ok()) return s;
+    return ps;
+  }
+  // Each PS's request and reply: [header, its tensors...], registered once for the run.
   for (ShardPayloads& shard : ps->shards_) {
     std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
     for (size_t t : shard.placed.tensors) sizes.push_back(tensor_bytes[t]);
-    shard.request = std::make_unique<Payload>(sizes, o.seed);
-    shard.reply = std::make_unique<Payload>(sizes, o.seed);
+    shard.request_memory = std::make_unique<Payload>(sizes, o.seed);
+    shard.reply_memory = std::make_unique<Payload>(sizes, o.seed);
+    shard.request = shard.request_memory.get();
+    shard.reply = shard.reply_memory.get();
     for (size_t k = 0; k < shard.placed.tensors.size(); ++k) {
       const size_t t = shard.placed.tensors[k];
-      ps->outgoing_[t] = reinterpret_cast<float*>(shard.request->mutable_buffer(k + 1).data());
-      ps->incoming_[t] = reinterpret_cast<float*>(shard.reply->mutable_buffer(k + 1).data());
+      ps->outgoing_[t] = reinterpret_cast<float*>(shard.request_memory->mutable_buffer(k + 1).data());
+      ps->incoming_[t] = reinterpret_cast<float*>(shard.reply_memory->mutable_buffer(k + 1).data());
     }
     auto request = client.Register(*shard.request);
     if (!request.ok()) return request.status();
@@ -67,7 +73,106 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
   return ps;
 }
 
+absl::Status PsClient::MakeParts(const std::vector<uint64_t>& tensor_bytes) {
+  // Every tensor in one bucket.
+  std::vector<int> bucket_of(tensor_bytes.size(), -1);
+  for (size_t b = 0; b < options_.buckets.size(); ++b) {
+    for (size_t t : options_.buckets[b]) {
+      if (t >= tensor_bytes.size() || bucket_of[t] >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bucket ", b, " lists tensor ", t, t >= tensor_bytes.size() ? absl::StrCat(" of ", tensor_bytes.size())
+                                                                       : " again"));
+      }
+      bucket_of[t] = static_cast<int>(b);
+    }
+  }
+  for (size_t t = 0; t < tensor_bytes.size(); ++t) {
+    if (bucket_of[t] < 0) return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " is in no bucket"));
+  }
+  // A part: one bucket's tensors on one PS, in model order (as the PS's shard has them).
+  std::vector<size_t> ps_of(tensor_bytes.size()), position(tensor_bytes.size());
+  for (size_t p = 0; p < shards_.size(); ++p) {
+    for (size_t k = 0; k < shards_[p].placed.tensors.size(); ++k) {
+      ps_of[shards_[p].placed.tensors[k]] = p;
+      position[shards_[p].placed.tensors[k]] = k;
+    }
+  }
+  for (size_t b = 0; b < options_.buckets.size(); ++b) {
+    std::vector<size_t> sorted = options_.buckets[b];
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t p = 0; p < shards_.size(); ++p) {
+      PartPayloads part;
+      part.part.ps = p;
+      part.part.bucket = b;
+      for (size_t t : sorted) {
+        if (ps_of[t] != p) continue;
+        part.part.tensors.push_back(t);
+        part.part.bytes += tensor_bytes[t];
+      }
+      if (!part.part.tensors.empty()) parts_.push_back(std::move(part));
+    }
+  }
+  // Each PS's memory: [header, its tensors...], then a header and an index list per part.
+  std::vector<std::vector<size_t>> parts_on(shards_.size());
+  for (size_t i = 0; i < parts_.size(); ++i) parts_on[parts_[i].part.ps].push_back(i);
+  for (size_t p = 0; p < shards_.size(); ++p) {
+    ShardPayloads& shard = shards_[p];
+    const size_t n = shard.placed.tensors.size();
+    std::vector<uint64_t> sizes = {sizeof(ExchangeHeader)};
+    for (size_t t : shard.placed.tensors) sizes.push_back(tensor_bytes[t]);
+    for (size_t i : parts_on[p]) {
+      sizes.push_back(sizeof(ExchangeHeader));
+      sizes.push_back(parts_[i].part.tensors.size() * sizeof(uint32_t));
+    }
+    shard.request_memory = std::make_unique<Payload>(sizes, options_.seed);
+    shard.reply_memory = std::make_unique<Payload>(sizes, options_.seed);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t t = shard.placed.tensors[k];
+      outgoing_[t] = reinterpret_cast<float*>(shard.request_memory->mutable_buffer(k + 1).data());
+      incoming_[t] = reinterpret_cast<float*>(shard.reply_memory->mutable_buffer(k + 1).data());
+    }
+    std::vector<size_t> whole(n + 1);
+    for (size_t k = 0; k <= n; ++k) whole[k] = k;
+    shard.request_view = Payload::View(*shard.request_memory, whole);
+    shard.reply_view = Payload::View(*shard.reply_memory, whole);
+    shard.request = shard.request_view.get();
+    shard.reply = shard.reply_view.get();
+    auto request = client_.Register(*shard.request);
+    if (!request.ok()) return request.status();
+    shard.request_id = *request;
+    auto reply = client_.Register(*shard.reply);
+    if (!reply.ok()) return reply.status();
+    shard.reply_id = *reply;
+    size_t next = n + 1;  // the first part's header buffer
+    for (size_t i : parts_on[p]) {
+      PartPayloads& part = parts_[i];
+      std::vector<size_t> buffers = {next, next + 1};
+      auto list = shard.request_memory->mutable_buffer(next + 1);
+      for (size_t j = 0; j < part.part.tensors.size(); ++j) {
+        const uint32_t k = static_cast<uint32_t>(position[part.part.tensors[j]]);
+        std::memcpy(list.data() + j * sizeof(uint32_t), &k, sizeof(k));
+        buffers.push_back(k + 1);
+      }
+      part.header = shard.request_memory->mutable_buffer(next).data();
+      part.request = Payload::View(*shard.request_memory, buffers);
+      part.reply = Payload::View(*shard.reply_memory, buffers);
+      next += 2;
+      auto part_request = client_.Register(*part.request);
+      if (!part_request.ok()) return part_request.status();
+      part.request_id = *part_request;
+      auto part_reply = client_.Register(*part.reply);
+      if (!part_reply.ok()) return part_reply.status();
+      part.reply_id = *part_reply;
+    }
+  }
+  return absl::OkStatus();
+}
+
 PsClient::~PsClient() {
+  for (PartPayloads& part : parts_) {
+    if (part.request_id >= 0) client_.Unregister(part.request_id);
+    if (part.reply_id >= 0) client_.Unregister(part.reply_id);
+  }
   for (ShardPayloads& shard : shards_) {
     if (shard.request_id >= 0) client_.Unregister(shard.request_id);
     if (shard.reply_id >= 0) client_.Unregister(shard.reply_id);
@@ -84,7 +189,7 @@ absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const 
   for (size_t p : which) {
     ShardPayloads& shard = shards_[p];
     header_.num_tensors = static_cast<uint32_t>(shard.placed.tensors.size());
-    std::memcpy(shard.request->mutable_buffer(0).data(), &header_, sizeof(header_));
+    std::memcpy(shard.request_memory->mutable_buffer(0).data(), &header_, sizeof(header_));
     client_.StartExchange(p, shard.request_id, shard.reply_id, p);
   }
   const std::string what = kind == ExchangeHeader::kInit ? std::string("reading parameters")
@@ -95,22 +200,50 @@ absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const 
   for (size_t done = 0; done < which.size(); ++done) {
     auto c = client_.Next(deadline);
     if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(what, ": ", c.status().message()));
-    if (!c->status.ok() && failure.ok()) {
-      // Named once: a transport's own error usually begins with the PS already.
-      const std::string ps = absl::StrCat("PS ", client_.server_address(c->tag));
-      const absl::string_view message = c->status.message();
-      failure = absl::Status(c->status.code(),
-                             absl::StartsWith(message, ps + ":")
-                                 ? absl::StrCat(what, " on ", message)
-                                 : absl::StrCat(what, " on ", ps, ": ", message));
-    }
+    if (!c->status.ok() && failure.ok()) failure = Named(what, c->tag, c->status);
   }
   return failure;
 }
 
+void PsClient::StartPart(size_t i, uint64_t step) {
+  PartPayloads& part = parts_[i];
+  ExchangeHeader h = header_;
+  h.kind = ExchangeHeader::kStep;
+  h.step = step;
+  h.flags |= ExchangeHeader::kSubset;
+  h.num_tensors = static_cast<uint32_t>(part.part.tensors.size());
+  std::memcpy(part.header, &h, sizeof(h));
+  part.step = step;
+  // Tags above the PS indices of whole rounds: part i is tag shards_.size() + i.
+  client_.StartExchange(part.part.ps, part.request_id, part.reply_id, shards_.size() + i);
+}
+
+absl::StatusOr<size_t> PsClient::NextPart(absl::Time deadline) {
+  auto c = client_.Next(deadline);
+  if (!c.ok()) return c.status();
+  if (c->tag < shards_.size() || c->tag - shards_.size() >= parts_.size()) {
+    return absl::InternalError(absl::StrCat("a completion of tag ", c->tag, " that is no started part"));
+  }
+  const size_t i = c->tag - shards_.size();
+  if (!c->status.ok()) {
+    return Named(absl::StrCat("step ", parts_[i].step, " (bucket ", parts_[i].part.bucket, ")"),
+                 parts_[i].part.ps, c->status);
+  }
+  return i;
+}
+
+absl::Status PsClient::Named(const std::string& what, size_t ps, const absl::Status& status) const {
+  // Named once: a transport's own error usually begins with the PS already.
+  const std::string name = absl::StrCat("PS ", client_.server_address(ps));
+  const absl::string_view message = status.message();
+  return absl::Status(status.code(), absl::StartsWith(message, name + ":")
+                                         ? absl::StrCat(what, " on ", message)
+                                         : absl::StrCat(what, " on ", name, ": ", message));
+}
+
 ExchangeHeader PsClient::ReplyHeader(size_t ps) const {
   ExchangeHeader got;
-  std::memcpy(&got, shards_[ps].reply->buffer(0).data(), sizeof(got));
+  std::memcpy(&got, shards_[ps].reply_memory->buffer(0).data(), sizeof(got));
   return got;
 }
 

@@ -2,7 +2,9 @@
 // server: a model of float32 tensors placed over the PS by bytes, one exchange round (every
 // PS's shard out, its parameters back), and parameters read back together with each PS's
 // account of the updates it applied. The trainer and the updates check both train through it;
-// a transport's Client carries the bytes.
+// a transport's Client carries the bytes. Given buckets (groups of tensors whose gradients
+// are ready together), a step can also go part by part, each bucket's tensors on each PS as
+// one exchange started the moment the caller says, as a replayed backward pass sends them.
 #ifndef PSBENCH_PS_PS_CLIENT_H_
 #define PSBENCH_PS_PS_CLIENT_H_
 
@@ -32,6 +34,15 @@ class PsClient {
     uint64_t seed = 0;  // the payloads' initial bytes (overwritten before any exchange)
     // How long one round may take, past the transport's own RPC timeout.
     absl::Duration round_timeout = absl::Seconds(65);
+    // Tensors (model indices) by bucket: every tensor in one. Empty: no parts.
+    std::vector<std::vector<size_t>> buckets;
+  };
+  // One bucket's tensors on one PS: what StartPart sends.
+  struct Part {
+    size_t ps = 0;
+    size_t bucket = 0;
+    std::vector<size_t> tensors;  // model indices, in model order
+    uint64_t bytes = 0;
   };
   // Places tensor t (`tensor_bytes[t]`, a multiple of 4) on the PS with the fewest bytes so
   // far, in model order (as tf_cnn_benchmarks places variables), and registers each PS's
@@ -65,6 +76,16 @@ class PsClient {
   // PS `ps`'s reply header of the last round (its updates_applied).
   ExchangeHeader ReplyHeader(size_t ps) const;
 
+  // Parts (Options::buckets): bucket by bucket, each split over the PS in PS order.
+  size_t num_parts() const { return parts_.size(); }
+  const Part& part(size_t i) const { return parts_[i].part; }
+  // Starts part `i` of step `step` (its gradients out of outgoing(), its parameters into
+  // incoming()); no other exchange of the part may be in flight.
+  void StartPart(size_t i, uint64_t step);
+  // Waits for a started part: its index, or its failure naming the step and the PS. Every
+  // started part must be waited for before the next round or part of it.
+  absl::StatusOr<size_t> NextPart(absl::Time deadline);
+
   // PS `ps`'s account of the updates it applied in this run (checked to be this run's), and
   // what its data plane is.
   absl::StatusOr<UpdateReport> Report(size_t ps);
@@ -84,15 +105,31 @@ class PsClient {
  private:
   struct ShardPayloads {
     Shard placed;
-    std::unique_ptr<Payload> request, reply;
+    // [header, its tensors..., then a header and an index list per part on this PS]; with
+    // parts the whole-shard request and reply are views of their first buffers.
+    std::unique_ptr<Payload> request_memory, reply_memory;
+    std::unique_ptr<Payload> request_view, reply_view;
+    const Payload* request = nullptr;
+    const Payload* reply = nullptr;
     int request_id = -1, reply_id = -1;
   };
+  struct PartPayloads {
+    Part part;
+    uint64_t step = 0;
+    std::unique_ptr<Payload> request, reply;  // views of its PS's memory
+    std::byte* header = nullptr;             // the request's header buffer
+    int request_id = -1, reply_id = -1;
+  };
+  absl::Status MakeParts(const std::vector<uint64_t>& tensor_bytes);
+  // `status` of an exchange with PS `ps`, prefixed with what it was and the PS once.
+  absl::Status Named(const std::string& what, size_t ps, const absl::Status& status) const;
   PsClient(Client& client, Options options) : client_(client), options_(std::move(options)) {}
 
   Client& client_;
   Options options_;
   ExchangeHeader header_;
   std::vector<ShardPayloads> shards_;
+  std::vector<PartPayloads> parts_;
   std::vector<float*> outgoing_, incoming_;
   std::vector<uint64_t> bytes_;
   std::vector<std::string> data_plane_;

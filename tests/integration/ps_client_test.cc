@@ -2,6 +2,7 @@
 // servers in this process, each with a ParamStore (the PS's) reporting what it applied.
 #include "ps/ps_client.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,78 @@ TEST_F(PsClientTest, SyncStepComesBackAppliedAndAccounted) {
     ASSERT_EQ((*reports)[p].workers.size(), 1u);
     EXPECT_EQ((*reports)[p].workers[0].steps.ToString(), "0");
     EXPECT_EQ(ps.ReplyHeader(p).updates_applied, 1u);
+  }
+}
+
+// Two workers, sync, a step in parts: buckets {3, 4} then {0, 1, 2} over 2 PS (PS 0 holds
+// 0 and 4, PS 1 holds 1, 2 and 3) are 4 parts; each worker starts them in its own order, and
+// every part comes back with the mean applied; the step counts once on each PS.
+TEST_F(PsClientTest, SyncStepInPartsFromTwoWorkers) {
+  StartPs(2);
+  auto c0 = Connect(), c1 = Connect();
+  ASSERT_TRUE(c0 && c1);
+  const std::vector<uint64_t> bytes = {400, 100, 100, 300, 4};
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (uint32_t w = 0; w < 2; ++w) {
+    PsClient::Options o = Run("parts", w, 2, true);
+    o.buckets = {{4, 3}, {0, 1, 2}};
+    auto made = PsClient::Create(w == 0 ? *c0 : *c1, bytes, o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    workers.push_back(std::move(*made));
+  }
+  PsClient& ps0 = *workers[0];
+  ASSERT_EQ(ps0.num_parts(), 4u);
+  EXPECT_EQ(ps0.part(0).tensors, (std::vector<size_t>{4}));
+  EXPECT_EQ(ps0.part(1).tensors, (std::vector<size_t>{3}));
+  EXPECT_EQ(ps0.part(2).tensors, (std::vector<size_t>{0}));
+  EXPECT_EQ(ps0.part(3).tensors, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(ps0.part(3).ps, 1u);
+  EXPECT_EQ(ps0.part(3).bytes, 200u);
+  for (auto& ps : workers) {
+    for (int t = 0; t < 5; ++t) std::fill(ps->outgoing(t), ps->outgoing(t) + bytes[t] / 4, 10.f + t);
+    ASSERT_TRUE(ps->Exchange(ExchangeHeader::kInit, 0).ok());
+    for (int t = 0; t < 5; ++t) std::fill(ps->outgoing(t), ps->outgoing(t) + bytes[t] / 4, 2.f);
+  }
+  std::fill(workers[1]->outgoing(1), workers[1]->outgoing(1) + 25, 4.f);  // mean 3 for tensor 1
+  // Worker 0 starts its parts first to last, worker 1 last to first; all in flight at once.
+  for (size_t i = 0; i < 4; ++i) workers[0]->StartPart(i, 0);
+  for (size_t i = 4; i-- > 0;) workers[1]->StartPart(i, 0);
+  for (auto& ps : workers) {
+    std::vector<bool> back(4, false);
+    for (int k = 0; k < 4; ++k) {
+      auto i = ps->NextPart(absl::Now() + absl::Seconds(30));
+      ASSERT_TRUE(i.ok()) << i.status();
+      EXPECT_FALSE(back[*i]) << "part " << *i << " twice";
+      back[*i] = true;
+    }
+    for (int t = 0; t < 5; ++t) {
+      const float want = 10.f + t - 0.5f * (t == 1 ? 3.f : 2.f);
+      for (uint64_t i = 0; i < bytes[t] / 4; ++i) ASSERT_EQ(ps->incoming(t)[i], want) << t << " " << i;
+    }
+  }
+  int reads = -1;
+  auto reports = ps0.ReadBack([] {}, &reads);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ((*reports)[p].updates, 1u);
+    for (const auto& w : (*reports)[p].workers) EXPECT_EQ(w.steps.ToString(), "0");
+  }
+}
+
+TEST_F(PsClientTest, BucketsMustCoverEveryTensorOnce) {
+  StartPs(1);
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  for (const auto& [buckets, words] : std::vector<std::pair<std::vector<std::vector<size_t>>, std::string>>{
+           {{{0}, {1}}, "tensor 2 is in no bucket"},
+           {{{0, 1}, {1, 2}}, "bucket 1 lists tensor 1 again"},
+           {{{0, 1, 2, 3}}, "bucket 0 lists tensor 3 of 3"}}) {
+    PsClient::Options o = Run("buckets", 0, 1, true);
+    o.buckets = buckets;
+    auto made = PsClient::Create(*client, {4, 4, 4}, o);
+    ASSERT_FALSE(made.ok());
+    EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(made.status().message(), words);
   }
 }
 

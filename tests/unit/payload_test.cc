@@ -148,6 +148,26 @@ TEST(PayloadTest, MutableBufferChangesChecksum) {
   EXPECT_EQ(payload.checksum(1), before);  // the stored checksum is the original's
 }
 
+// A view is some of a payload's buffers, in its own order, over the same memory.
+TEST(PayloadTest, ViewSharesTheBuffersItNames) {
+  const std::vector<uint64_t> sizes = {8, 4096, 0, 100};
+  Payload base(sizes, 3);
+  const std::vector<size_t> pick = {3, 1};
+  auto view = Payload::View(base, pick);
+  ASSERT_EQ(view->num_buffers(), 2u);
+  EXPECT_EQ(view->sizes(), (std::vector<uint64_t>{100, 4096}));
+  EXPECT_EQ(view->total_bytes(), 4196u);
+  EXPECT_EQ(view->buffer(0).data(), base.buffer(3).data());
+  EXPECT_EQ(view->buffer(1).data(), base.buffer(1).data());
+  EXPECT_EQ(view->checksum(0), base.checksum(3));
+  EXPECT_EQ(view->arena().data(), base.arena().data());
+  EXPECT_EQ(view->arena().size(), base.arena().size());
+  view->mutable_buffer(1)[7] = std::byte{0x42};
+  EXPECT_EQ(base.buffer(1)[7], std::byte{0x42});
+  view.reset();  // frees nothing of base's
+  EXPECT_EQ(base.buffer(1)[7], std::byte{0x42});
+}
+
 TEST(PayloadTest, NoBuffers) {
   Payload payload(std::span<const uint64_t>{}, 1);
   EXPECT_EQ(payload.num_buffers(), 0u);
