@@ -160,8 +160,9 @@ void ParamStore::Reset(const ExchangeHeader& h, std::span<const std::span<const 
   all_tensors_.resize(params_.size());
   for (size_t i = 0; i < all_tensors_.size(); ++i) all_tensors_[i] = static_cast<uint32_t>(i);
   gathers_.clear();
-  steps_.clear();
-  async_applied_.assign(h.num_workers, 0);
+  first_step_claimed_.assign(params_.size(), false);
+  sync_applied_.clear();
+  async_steps_.assign(h.num_workers, {});
   updates_ = 0;
   accounting_.assign(h.num_workers, {});
 }
@@ -264,49 +265,74 @@ void ParamStore::CopyParams(std::span<const uint32_t> tensors,
   }
 }
 
-void ParamStore::ApplyAsync(const Part& part) {
+absl::Status ParamStore::ApplyAsync(const Part& part) {
+  const ExchangeHeader& h = part.header;
+  // A whole shard is a step of its own (a repeat is applied and reported as a duplicate); a
+  // part is tracked until its step's parts have covered the shard.
+  const bool whole = part.tensors.size() == params_.size();
+  StepParts* sp = nullptr;
+  if (!whole) {
+    sp = &async_steps_[h.worker][h.step];
+    if (sp->applied.empty()) sp->applied.assign(params_.size(), false);
+    for (uint32_t t : part.tensors) {
+      if (sp->applied[t])
+        return absl::FailedPreconditionError(
+            absl::StrCat("worker ", h.worker, " sent tensor ", t, " of step ", h.step, " twice"));
+    }
+  }
   for (size_t i = 0; i < part.tensors.size(); ++i)
     Apply(part.tensors[i], nullptr, Floats(part.values[i], &scratch_), 1, At(part.reply, i));
-  // The worker's step counts once its parts have covered the shard.
-  size_t& applied = async_applied_[part.header.worker];
-  applied += part.tensors.size();
-  if (applied >= params_.size()) {
-    applied = 0;
-    ++updates_;
-    Account(part.header.worker, part.header.step);
+  bool step_done = whole;
+  if (!whole) {
+    for (uint32_t t : part.tensors) sp->applied[t] = true;
+    sp->count += part.tensors.size();
+    step_done = sp->count == params_.size();
+    if (step_done) async_steps_[h.worker].erase(h.step);
   }
-  ReplyHeader(part.header, part.reply_header);
+  if (step_done) {
+    ++updates_;
+    Account(h.worker, h.step);
+  }
+  ReplyHeader(h, part.reply_header);
+  return absl::OkStatus();
 }
 
 absl::Status ParamStore::GatherSync(const Part& part, absl::AnyInvocable<void(absl::Status) &&>& done,
                                     std::vector<Pending>* ready) {
   const ExchangeHeader& h = part.header;
   const uint32_t first = part.tensors.empty() ? 0 : part.tensors[0];
-  Gather& g = gathers_[first];
-  if (h.step != g.step) {
+  auto it = gathers_.find(first);
+  const bool known = it != gathers_.end();
+  // The run's first step splits the shard into parts; every later step must split it alike.
+  if ((!known && updates_ > 0) ||
+      (known && !std::equal(it->second.tensors.begin(), it->second.tensors.end(), part.tensors.begin(),
+                            part.tensors.end()))) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", g.step,
+        "worker ", h.worker, " split step ", h.step, " otherwise than the run's first step (the part from tensor ",
+        first, ")"));
+  }
+  const uint64_t gathering = known ? it->second.step : 0;
+  if (h.step != gathering) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", h.worker, " sent gradients of step ", h.step, "; the PS is gathering step ", gathering,
         part.tensors.size() < params_.size() ? absl::StrCat(" of the part from tensor ", first) : ""));
   }
-  if (g.arrived.empty()) g.arrived.assign(config_.num_workers, false);
-  if (g.arrived[h.worker])
+  if (known && it->second.arrived[h.worker])
     return absl::FailedPreconditionError(absl::StrCat("worker ", h.worker, " sent step ", h.step, " twice"));
-  if (g.count == 0) {
-    // The step's first worker splits it; each tensor belongs to one part of a step.
-    StepParts& sp = steps_[g.step];
-    if (sp.claimed.empty()) sp.claimed.assign(params_.size(), false);
+  if (!known) {
+    // A new part of the first step: its tensors must be in no other part.
     for (uint32_t t : part.tensors) {
-      if (sp.claimed[t])
+      if (first_step_claimed_[t])
         return absl::FailedPreconditionError(absl::StrCat(
             "worker ", h.worker, " sent tensor ", t, " of step ", h.step, " in two parts"));
     }
-    for (uint32_t t : part.tensors) sp.claimed[t] = true;
+    for (uint32_t t : part.tensors) first_step_claimed_[t] = true;
+    Gather g;
     g.tensors.assign(part.tensors.begin(), part.tensors.end());
-  } else if (!std::equal(g.tensors.begin(), g.tensors.end(), part.tensors.begin(), part.tensors.end())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", h.worker, " split step ", h.step, " otherwise than the workers before it (the part from tensor ",
-        first, ")"));
+    g.arrived.assign(config_.num_workers, false);
+    it = gathers_.emplace(first, std::move(g)).first;
   }
+  Gather& g = it->second;
   const bool last = g.count + 1 == config_.num_workers;
   g.arrived[h.worker] = true;
   ++g.count;
@@ -329,12 +355,12 @@ absl::Status ParamStore::GatherSync(const Part& part, absl::AnyInvocable<void(ab
     Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Floats(part.values[i], &scratch_),
           config_.num_workers, At(part.reply, i));
   }
-  StepParts& sp = steps_[g.step];
-  sp.applied += part.tensors.size();
-  if (sp.applied == params_.size()) {
+  size_t& applied = sync_applied_[g.step];
+  applied += part.tensors.size();
+  if (applied == params_.size()) {
     ++updates_;
     for (uint32_t w = 0; w < config_.num_workers; ++w) Account(w, g.step);
-    steps_.erase(g.step);
+    sync_applied_.erase(g.step);
   }
   ++g.step;
   g.arrived.assign(config_.num_workers, false);
@@ -389,7 +415,7 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
       } else {
         status = Read(h, request, reply, &listed, &part);
         if (status.ok() && !(config_.flags & ExchangeHeader::kSync)) {
-          ApplyAsync(part);
+          status = ApplyAsync(part);
         } else if (status.ok()) {
           status = GatherSync(part, done, &ready);
           if (status.ok() && ready.empty()) return;  // held

@@ -60,10 +60,10 @@ class ParamStore final : public ExchangeHandler {
     uint32_t count = 0;
     std::vector<Pending> pending;
   };
-  // A sync step's parts: which tensors a part claimed, and how many were applied.
+  // An async worker's step in parts: the tensors applied so far.
   struct StepParts {
-    std::vector<bool> claimed;
-    size_t applied = 0;
+    std::vector<bool> applied;
+    size_t count = 0;
   };
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
@@ -84,8 +84,8 @@ class ParamStore final : public ExchangeHandler {
   // Writes the reply's header: the request's, with the updates applied so far.
   void ReplyHeader(const ExchangeHeader& h, std::span<std::byte> out) const;
   void Account(uint32_t worker, uint64_t step);
-  // Async: applies a worker's part at once.
-  void ApplyAsync(const Part& part);
+  // Async: applies a worker's part at once (refused when it repeats a tensor of its step).
+  absl::Status ApplyAsync(const Part& part);
   // Sync: gathers a worker's part. Either refuses it, or holds it (takes `done`), or, as the
   // part's last worker, applies the part and moves every exchange it answers into *ready.
   absl::Status GatherSync(const Part& part, absl::AnyInvocable<void(absl::Status) &&>& done,
@@ -98,9 +98,12 @@ class ParamStore final : public ExchangeHandler {
   std::vector<std::vector<float>> params_, momentum_, sum_;
   std::vector<uint32_t> all_tensors_;  // 0..n-1: a whole shard's part
   std::vector<float> scratch_;  // a misaligned incoming tensor, copied
-  std::map<uint32_t, Gather> gathers_;    // sync
-  std::map<uint64_t, StepParts> steps_;   // sync: steps with parts applied or claimed
-  std::vector<size_t> async_applied_;     // async: tensors of its current step, per worker
+  // Sync: the parts, keyed by first tensor; the run's first step splits the shard into them,
+  // and every later step must be split alike.
+  std::map<uint32_t, Gather> gathers_;
+  std::vector<bool> first_step_claimed_;           // tensors in a part of the first step
+  std::map<uint64_t, size_t> sync_applied_;        // tensors applied, per step not yet whole
+  std::vector<std::map<uint64_t, StepParts>> async_steps_;  // per worker, steps not yet whole
   uint64_t updates_ = 0;
   std::vector<UpdateReport::Worker> accounting_;  // by worker
 };

@@ -200,6 +200,9 @@ absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const 
   for (size_t done = 0; done < which.size(); ++done) {
     auto c = client_.Next(deadline);
     if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(what, ": ", c.status().message()));
+    if (c->tag >= shards_.size()) {
+      return absl::InternalError(absl::StrCat(what, ": a part's completion in a whole round (wait for parts first)"));
+    }
     if (!c->status.ok() && failure.ok()) failure = Named(what, c->tag, c->status);
   }
   return failure;

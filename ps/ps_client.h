@@ -73,7 +73,7 @@ class PsClient {
   // kInit: the first init of a run sets the PS's parameters, later ones only read them.
   // Errors name the step and the PS.
   absl::Status Exchange(ExchangeHeader::Kind kind, uint64_t step, const std::vector<size_t>& ps = {});
-  // PS `ps`'s reply header of the last round (its updates_applied).
+  // PS `ps`'s reply header of the last whole round (its updates_applied); parts leave it.
   ExchangeHeader ReplyHeader(size_t ps) const;
 
   // Parts (Options::buckets): bucket by bucket, each split over the PS in PS order.

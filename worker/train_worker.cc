@@ -50,7 +50,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
                                    .learning_rate = settings.learning_rate,
                                    .momentum = settings.momentum,
                                    .seed = scenario.payload.seed,
-                                   .round_timeout = scenario.rpc_timeout + absl::Seconds(5)});
+                                   .round_timeout = scenario.rpc_timeout + absl::Seconds(5),
+                                   .buckets = {}});
   if (!made_ps.ok()) Die(kWorkerProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   // The network goes before the PS client's memory it is bound to (it unpins that memory).

@@ -115,7 +115,8 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                                    .learning_rate = 1.f,
                                    .momentum = 0.f,
                                    .seed = seed,
-                                   .round_timeout = op_timeout});
+                                   .round_timeout = op_timeout,
+                                   .buckets = {}});
   if (!made_ps.ok()) Die(kProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   auto fail = [](const absl::Status& s) { Die(kProgram, absl::StrCat("updates: ", s.message()), kExitRuntime); };

@@ -97,8 +97,12 @@ int Main(int argc, char** argv) {
   if (thread_level != "single" && thread_level != "funneled") {
     Die(kProgram, "--thread-level=" + thread_level + " is not a level; use single or funneled", kExitUsage);
   }
-  if ((thread_level == "funneled") != funneled || provided < (funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE)) {
-    Die(kProgram, "--thread-level: this MPI did not start at MPI_THREAD_" + absl::AsciiStrToUpper(thread_level),
+  if ((thread_level == "funneled") != funneled) {
+    // Read before MPI started, in a form the pre-scan did not take.
+    Die(kProgram, "--thread-level: give it as --thread-level=" + thread_level, kExitUsage);
+  }
+  if (provided < (funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE)) {
+    Die(kProgram, "--thread-level: this MPI does not provide MPI_THREAD_" + absl::AsciiStrToUpper(thread_level),
         kExitUsage);
   }
   std::string test = absl::GetFlag(FLAGS_test);

@@ -61,7 +61,7 @@ class PsClientTest : public ::testing::Test {
 
   static PsClient::Options Run(const std::string& run_id, uint32_t worker, uint32_t workers, bool sync) {
     return {.run_id = run_id, .worker = worker, .num_workers = workers, .sync = sync,
-            .learning_rate = 0.5f, .momentum = 0.f, .seed = 7, .round_timeout = absl::Seconds(30)};
+            .learning_rate = 0.5f, .momentum = 0.f, .seed = 7, .round_timeout = absl::Seconds(30), .buckets = {}};
   }
 
   std::vector<std::string> addresses_;

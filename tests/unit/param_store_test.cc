@@ -153,6 +153,61 @@ TEST(ParamStoreTest, AsyncPartsApplyAtOnceAndCountTheStepWhenTheShardIsCovered) 
   EXPECT_EQ(store.Report()->workers[1].steps.ToString(), "0");
 }
 
+// Parts of two steps may interleave (a worker starts step 1's first part before step 0's
+// last came back): each step counts once its own parts cover the shard; a tensor sent twice
+// in one step is refused.
+TEST(ParamStoreTest, AsyncPartsOfInterleavedStepsCountEachStepOnce) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 1, 0, {{1.f}, {3.f}}, /*sync=*/false);
+  init.Send(store);
+  for (auto [step, tensor] : std::vector<std::pair<uint64_t, uint32_t>>{{0, 0}, {1, 0}, {0, 1}}) {
+    Exchange e = MakePart(0, 1, step, {tensor}, {{1.f}}, false);
+    e.Send(store);
+    ASSERT_TRUE(e.result && e.result->ok()) << *e.result;
+  }
+  auto report = store.Report();
+  EXPECT_EQ(report->updates, 1u);
+  EXPECT_EQ(report->workers[0].steps.ToString(), "0") << "step 1 has half its parts in";
+  Exchange again = MakePart(0, 1, 1, {0}, {{1.f}}, false);
+  again.Send(store);
+  ASSERT_TRUE(again.result);
+  EXPECT_EQ(again.result->code(), absl::StatusCode::kFailedPrecondition) << *again.result;
+  Exchange rest = MakePart(0, 1, 1, {1}, {{1.f}}, false);
+  rest.Send(store);
+  ASSERT_TRUE(rest.result && rest.result->ok()) << *rest.result;
+  report = store.Report();
+  EXPECT_EQ(report->updates, 2u);
+  EXPECT_EQ(report->workers[0].steps.ToString(), "0-1");
+  EXPECT_TRUE(report->workers[0].duplicates.empty());
+}
+
+// The first step splits the shard; a later step split otherwise, or a part of a step already
+// applied, is refused (and leaves the parts being gathered alone).
+TEST(ParamStoreTest, SyncLaterStepsMustSplitAsTheFirst) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 1, 0, {{1.f}, {3.f}, {5.f}});
+  init.Send(store);
+  for (std::vector<uint32_t> part : {std::vector<uint32_t>{0, 1}, {2}}) {
+    Exchange e = MakePart(0, 1, 0, part, std::vector<std::vector<float>>(part.size(), {1.f}));
+    e.Send(store);
+    ASSERT_TRUE(e.result && e.result->ok()) << *e.result;
+  }
+  EXPECT_EQ(store.updates_applied(), 1u);
+  auto refused = [&store](Exchange e, const std::string& words) {
+    e.Send(store);
+    ASSERT_TRUE(e.result) << words << ": held";
+    EXPECT_EQ(e.result->code(), absl::StatusCode::kFailedPrecondition) << *e.result;
+    EXPECT_NE(e.result->message().find(words), std::string::npos) << *e.result;
+  };
+  refused(MakePart(0, 1, 1, {1, 2}, {{1.f}, {1.f}}), "otherwise than the run's first step");
+  refused(MakePart(0, 1, 1, {0}, {{1.f}}), "otherwise than the run's first step");
+  refused(Make(ExchangeHeader::kStep, 0, 1, 1, {{1.f}, {1.f}, {1.f}}), "otherwise than the run's first step");
+  refused(MakePart(0, 1, 0, {2}, {{1.f}}), "the PS is gathering step 1");
+  Exchange ok = MakePart(0, 1, 1, {2}, {{1.f}});
+  ok.Send(store);
+  ASSERT_TRUE(ok.result && ok.result->ok()) << *ok.result;
+}
+
 TEST(ParamStoreTest, PartsThatDoNotFitTheShardAreRefused) {
   ParamStore store;
   Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f, 2.f}, {3.f}, {5.f}});

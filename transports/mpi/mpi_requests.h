@@ -8,9 +8,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -35,15 +38,16 @@ class RequestTable {
       indices_.push_back(0);
       statuses_.emplace_back();
     } else {
-      slot = free_.back();
-      free_.pop_back();
+      slot = free_.top();  // the lowest: requests in flight stay packed at the front
+      free_.pop();
     }
     int rc = start(&requests_[slot]);
     if (rc != MPI_SUCCESS) {
       requests_[slot] = MPI_REQUEST_NULL;
-      free_.push_back(slot);
+      free_.push(slot);
       return rc;
     }
+    scan_ = std::max(scan_, slot + 1);
     owners_[slot] = owner;
     whats_[slot] = what;
     ++in_flight_;
@@ -55,8 +59,10 @@ class RequestTable {
   int Poll(Done&& done) {
     if (in_flight_ == 0) return 0;
     int count = 0;
-    int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count,
-                          indices_.data(), statuses_.data());
+    // Only up to the last slot in use: one request of thousands of buffers must not make
+    // every later poll test thousands of empty slots.
+    int rc = MPI_Testsome(static_cast<int>(scan_), requests_.data(), &count, indices_.data(),
+                          statuses_.data());
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
       error_ = rc;  // MPI itself failed, not one request: the owner cannot go on
       return 0;
@@ -69,10 +75,11 @@ class RequestTable {
       Owner* owner = owners_[slot];
       owners_[slot] = nullptr;
       requests_[slot] = MPI_REQUEST_NULL;
-      free_.push_back(slot);
+      free_.push(slot);
       --in_flight_;
       done(owner, whats_[slot], statuses_[k], error);
     }
+    while (scan_ > 0 && requests_[scan_ - 1] == MPI_REQUEST_NULL) --scan_;
     return count;
   }
 
@@ -85,9 +92,10 @@ class RequestTable {
       MPI_Wait(&requests_[slot], MPI_STATUS_IGNORE);
       requests_[slot] = MPI_REQUEST_NULL;
       owners_[slot] = nullptr;
-      free_.push_back(slot);
+      free_.push(slot);
       --in_flight_;
     }
+    scan_ = 0;
   }
 
   size_t in_flight() const { return in_flight_; }
@@ -100,7 +108,8 @@ class RequestTable {
   std::vector<int> whats_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
-  std::vector<size_t> free_;
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> free_;  // lowest first
+  size_t scan_ = 0;  // slots [0, scan_) hold every request in flight
   size_t in_flight_ = 0;
   int error_ = MPI_SUCCESS;
 };

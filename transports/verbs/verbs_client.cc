@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -26,7 +28,7 @@ namespace {
 
 struct Registered {
   const Payload* payload = nullptr;
-  ibv_mr* mr = nullptr;
+  std::shared_ptr<ibv_mr> mr;  // shared by payloads over the same arena (Payload::View)
   std::string meta;
   std::vector<ibv_sge> sges;
 };
@@ -84,9 +86,7 @@ class VerbsClient final : public Client {
       p.conn.reset();
       EndSession(p);
     }
-    for (auto& r : registered_) {
-      if (r && r->mr) ibv_dereg_mr(r->mr);
-    }
+    registered_.clear();  // deregisters their memory, before the device goes
     cq_.reset();
     device_.reset();
   }
@@ -146,8 +146,16 @@ class VerbsClient final : public Client {
     reg->payload = &payload;
     auto arena = payload.arena();
     // Once per payload, never per message: the payload's buffers are sent from where they are.
-    reg->mr = ibv_reg_mr(device_->pd(), const_cast<std::byte*>(arena.data()), arena.size(),
-                         IBV_ACCESS_LOCAL_WRITE);
+    // Once per arena: views of one payload's memory share its registration (each would
+    // otherwise pin the whole arena again).
+    std::weak_ptr<ibv_mr>& shared = mrs_[{arena.data(), arena.size()}];
+    reg->mr = shared.lock();
+    if (reg->mr == nullptr) {
+      ibv_mr* mr = ibv_reg_mr(device_->pd(), const_cast<std::byte*>(arena.data()), arena.size(),
+                              IBV_ACCESS_LOCAL_WRITE);
+      if (mr != nullptr) reg->mr = std::shared_ptr<ibv_mr>(mr, [](ibv_mr* m) { ibv_dereg_mr(m); });
+      shared = reg->mr;
+    }
     if (reg->mr == nullptr) {
       int err = errno;
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -197,8 +205,7 @@ class VerbsClient final : public Client {
       int n = cq_->Poll(wc, 32);
       for (int i = 0; i < n; ++i) Handle(wc[i]);
     }
-    if (r->mr) ibv_dereg_mr(r->mr);
-    r.reset();
+    r.reset();  // the memory's registration goes with its last payload
   }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {
@@ -582,6 +589,8 @@ class VerbsClient final : public Client {
   std::vector<Peer> peers_;
   absl::flat_hash_map<uint32_t, size_t> by_qpn_;
   std::vector<std::unique_ptr<Registered>> registered_;
+  // Registrations by arena (start, size), shared by the payloads over it.
+  std::map<std::pair<const std::byte*, size_t>, std::weak_ptr<ibv_mr>> mrs_;
   std::deque<Completion> ready_;
   std::vector<std::unique_ptr<PendingOp>> spare_ops_;
   std::vector<uint64_t> checksums_;  // scratch
