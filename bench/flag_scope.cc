@@ -48,6 +48,11 @@ const std::vector<Rule>& Rules() {
       {{"batch", "engine", "math", "threads", "warmup-steps", "learning-rate", "momentum", "write-trace"},
        [](const RunShape& s) { return s.kind == Kind::kTraining; },
        "applies to --trainer only"},
+      {{"replay"},
+       [](const RunShape& s) {
+         return s.kind == Kind::kUpdates && RunsScheme(s, [](Scheme c) { return c == Scheme::kTrace; });
+       },
+       "applies to --benchmark=updates with --scheme=trace only (it replays a captured training)"},
       {{"steps", "sync", "async"},
        [](const RunShape& s) { return s.kind == Kind::kTraining || s.kind == Kind::kUpdates; },
        "applies to --trainer and --benchmark=updates only"},

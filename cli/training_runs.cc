@@ -1,5 +1,7 @@
 // psbench run --trainer and --benchmark=updates, on any launcher: PS and workers as for
 // throughput (every worker to every PS), then a table per worker and the records.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
@@ -9,6 +11,7 @@
 #include "cli/launch/launch.h"
 #include "cli/session.h"
 #include "fmt/core.h"
+#include "worker/timed_replay.h"
 #include "worker/trainer_flags.h"
 #include "worker/updates_worker.h"
 #ifdef PSBENCH_HAVE_TRAINER
@@ -95,6 +98,32 @@ int RunTraining(Session& session, Scenario s) {
   return SaveRecords(kProgram, session.json_path, *results);
 }
 
+// --replay=timed: per worker, the replayed steps against their recorded compute, and the
+// parts' round trips (worker/timed_replay.h).
+void PrintTimedReplays(const std::vector<Record>& records) {
+  fmt::print("# timed replay, ms per step (median over steps); exposed = step - recorded compute\n");
+  StreamingTable table(stdout, {{"#worker", 8}, {"buckets", 8}, {"parts", 6}, {"compute", 10}, {"step", 10},
+                                {"exposed", 10}, {"part p50 us", 12}, {"part p99 us", 12}, {"late", 6}});
+  table.PrintHeader();
+  for (const Record& rec : records) {
+    const nlohmann::json& r = rec.extra.contains("replay") ? rec.extra["replay"] : nlohmann::json::object();
+    if (r.value("mode", "") != "timed") continue;
+    std::vector<double> compute;
+    for (const auto& step : r["steps"]) compute.push_back(step["compute_us"].get<double>());
+    std::sort(compute.begin(), compute.end());
+    const double median_compute =
+        compute.empty() ? 0 : compute.size() % 2 ? compute[compute.size() / 2]
+                                                 : (compute[compute.size() / 2 - 1] + compute[compute.size() / 2]) / 2;
+    table.PrintRow({std::to_string(rec.worker_index.value_or(0)), std::to_string(r["buckets"].get<size_t>()),
+                    std::to_string(r["parts"].get<size_t>()), fmt::format("{:.3f}", median_compute / 1e3),
+                    fmt::format("{:.3f}", r["median_step_us"].get<double>() / 1e3),
+                    fmt::format("{:.3f}", r["median_exposed_us"].get<double>() / 1e3),
+                    fmt::format("{:.1f}", r["part_latency_us"]["p50"].get<double>()),
+                    fmt::format("{:.1f}", r["part_latency_us"]["p99"].get<double>()),
+                    std::to_string(r["late_starts"].get<uint64_t>())});
+  }
+}
+
 // psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),
 // every worker to every PS. Prints one line per worker and what each PS applied; a worker
 // that finds a parameter that is not exact names it on stderr and the run exits 1.
@@ -106,7 +135,9 @@ int RunUpdates(Session& session, Scenario s) {
   RequireExchanges("--benchmark=updates", s.transport);
   auto plans = s.Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-  const size_t tensors = plans->front().Sizes(0).size();
+  if (absl::Status st = CheckReplay(*settings, plans->front()); !st.ok()) Die(kProgram, st, kExitUsage);
+  const size_t tensors = settings->timed ? TimedModelOf(*plans->front().timing).tensor_bytes.size()
+                                         : plans->front().Sizes(0).size();
   if (tensors < static_cast<size_t>(o.num_ps)) {
     Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payload's buffers) for ",
                                o.num_ps, " PS; each PS needs at least one (raise --buffers)"),
@@ -115,11 +146,12 @@ int RunUpdates(Session& session, Scenario s) {
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
   o.worker_args = UpdatesWorkerArgs(*settings);
   session.Begin();
-  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {}, {} SGD, {} steps, "
+  fmt::print("# psbench updates (no lost update): {} workers x {} PS over {}, {} SGD, {} steps{}, "
              "model {} ({} tensors), seed {}, tls {}\n",
              o.num_workers, o.num_ps, TransportWithMode(s.transport, s.mode),
              settings->sync ? "synchronous" : "asynchronous", settings->steps,
-             plans->front().Summary(), tensors, s.payload.seed, s.tls ? "on" : "off");
+             settings->timed ? " replayed as timed" : "", plans->front().Summary(), tensors, s.payload.seed,
+             s.tls ? "on" : "off");
   auto results = session.Run(s, 1, 0);
   if (!results.ok()) {
     fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
@@ -134,6 +166,7 @@ int RunUpdates(Session& session, Scenario s) {
                     fmt::format("{:.1f}", rec.mb_per_s.value_or(0)), std::to_string(rec.elements_checked.value_or(0)),
                     rec.result.value_or("?"), absl::StrJoin(rec.AppliedUpdates(), " ")});
   }
+  if (settings->timed) PrintTimedReplays(*results);
   return SaveRecords(kProgram, session.json_path, *results);
 }
 

@@ -221,8 +221,9 @@ void PsClient::StartPart(size_t i, uint64_t step) {
   client_.StartExchange(part.part.ps, part.request_id, part.reply_id, shards_.size() + i);
 }
 
-absl::StatusOr<size_t> PsClient::NextPart(absl::Time deadline) {
+absl::StatusOr<std::optional<size_t>> PsClient::NextPart(absl::Time deadline) {
   auto c = client_.Next(deadline);
+  if (absl::IsDeadlineExceeded(c.status())) return std::nullopt;
   if (!c.ok()) return c.status();
   if (c->tag < shards_.size() || c->tag - shards_.size() >= parts_.size()) {
     return absl::InternalError(absl::StrCat("a completion of tag ", c->tag, " that is no started part"));
@@ -232,7 +233,7 @@ absl::StatusOr<size_t> PsClient::NextPart(absl::Time deadline) {
     return Named(absl::StrCat("step ", parts_[i].step, " (bucket ", parts_[i].part.bucket, ")"),
                  parts_[i].part.ps, c->status);
   }
-  return i;
+  return std::optional<size_t>(i);
 }
 
 absl::Status PsClient::Named(const std::string& what, size_t ps, const absl::Status& status) const {

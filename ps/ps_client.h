@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,9 +83,10 @@ class PsClient {
   // Starts part `i` of step `step` (its gradients out of outgoing(), its parameters into
   // incoming()); no other exchange of the part may be in flight.
   void StartPart(size_t i, uint64_t step);
-  // Waits for a started part: its index, or its failure naming the step and the PS. Every
-  // started part must be waited for before the next round or part of it.
-  absl::StatusOr<size_t> NextPart(absl::Time deadline);
+  // Waits for a started part until `deadline`: its index, nullopt when none finished by then,
+  // or its failure naming the step and the PS. Every started part must be waited for before
+  // the next round or part of it.
+  absl::StatusOr<std::optional<size_t>> NextPart(absl::Time deadline);
 
   // PS `ps`'s account of the updates it applied in this run (checked to be this run's), and
   // what its data plane is.

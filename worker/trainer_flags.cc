@@ -23,6 +23,10 @@ ABSL_FLAG(bool, sync, true,
           "trainer: synchronous SGD; the PS averages every worker's gradients of a step before "
           "anyone gets parameters back");
 ABSL_FLAG(bool, async, false, "trainer: asynchronous SGD; the PS applies each worker's gradients at once");
+ABSL_FLAG(std::string, replay, "back-to-back",
+          "updates over a captured trace (psbench-trace/2): timed replays each step as it ran, "
+          "each gradient bucket sent the moment it became ready and the recorded compute waited "
+          "out, and reports the exposed communication; back-to-back sends each step whole");
 ABSL_FLAG(float, learning_rate, 0.01f, "trainer: SGD learning rate");
 ABSL_FLAG(float, momentum, 0.9f, "trainer: SGD momentum");
 ABSL_FLAG(std::string, write_trace, "",

@@ -20,6 +20,7 @@ ABSL_DECLARE_FLAG(int, steps);
 ABSL_DECLARE_FLAG(int, warmup_steps);
 ABSL_DECLARE_FLAG(bool, sync);
 ABSL_DECLARE_FLAG(bool, async);
+ABSL_DECLARE_FLAG(std::string, replay);
 ABSL_DECLARE_FLAG(float, learning_rate);
 ABSL_DECLARE_FLAG(float, momentum);
 ABSL_DECLARE_FLAG(std::string, write_trace);

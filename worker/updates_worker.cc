@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "fmt/format.h"
 #include "payloads/payload.h"
 #include "ps/ps_client.h"
+#include "worker/timed_replay.h"
 #include "worker/trainer_flags.h"
 
 namespace psbench {
@@ -56,6 +58,24 @@ struct Applied {
   uint64_t count[4] = {0, 0, 0, 0};
 };
 
+// Per step: the recorded compute, the replayed step, the exposed communication; then the
+// parts' round trips.
+void PrintTimedReplay(std::FILE* out, const TimedReplay& replay, const nlohmann::json& summary) {
+  fmt::print(out, "  timed replay: {} tensors in {} buckets, {} parts; ms per step:\n",
+             summary["tensors"].get<size_t>(), summary["buckets"].get<size_t>(), summary["parts"].get<size_t>());
+  fmt::print(out, "  {:>6} {:>10} {:>12} {:>10} {:>11}\n", "step", "trace step", "compute", "step", "exposed");
+  for (const TimedStep& s : replay.steps) {
+    fmt::print(out, "  {:>6} {:>10} {:>12.3f} {:>10.3f} {:>11.3f}\n", s.step, s.trace_step, s.compute_us / 1e3,
+               s.step_us / 1e3, s.exposed_us / 1e3);
+  }
+  const nlohmann::json& l = summary["part_latency_us"];
+  fmt::print(out, "  median step {:.3f} ms, exposed {:.3f} ms; part round trip p50 {:.1f} us, p90 {:.1f}, "
+             "p99 {:.1f}, max {:.1f} ({} parts); {} late starts\n",
+             summary["median_step_us"].get<double>() / 1e3, summary["median_exposed_us"].get<double>() / 1e3,
+             l["p50"].get<double>(), l["p90"].get<double>(), l["p99"].get<double>(), l["max"].get<double>(),
+             l["count"].get<uint64_t>(), replay.late_starts);
+}
+
 }  // namespace
 
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
@@ -65,6 +85,10 @@ absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
   if (async && FlagWasSet("sync") && absl::GetFlag(FLAGS_sync))
     return absl::InvalidArgumentError("--sync and --async exclude each other");
   s.sync = !async && absl::GetFlag(FLAGS_sync);
+  const std::string replay = absl::GetFlag(FLAGS_replay);
+  if (replay != "timed" && replay != "back-to-back")
+    return absl::InvalidArgumentError(absl::StrCat("--replay=", replay, ": use timed or back-to-back"));
+  s.timed = replay == "timed";
   if (s.steps < 1 || s.steps > 1000000)
     return absl::InvalidArgumentError("--steps must be in [1, 1000000]");
   if (int64_t{s.steps} * num_workers > kMaxUpdates) {
@@ -75,8 +99,17 @@ absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
   return s;
 }
 
+absl::Status CheckReplay(const UpdatesSettings& settings, const PayloadPlan& plan) {
+  if (!settings.timed || plan.timing != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "--replay=timed replays a captured training's steps: give --scheme=trace a psbench-trace/2 trace "
+      "(ready times per step), not sizes only");
+}
+
 std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& s) {
-  return {absl::StrCat("--steps=", s.steps), s.sync ? "--sync" : "--async"};
+  std::vector<std::string> args = {absl::StrCat("--steps=", s.steps), s.sync ? "--sync" : "--async"};
+  if (s.timed) args.push_back("--replay=timed");
+  return args;
 }
 
 int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSettings& settings,
@@ -85,9 +118,15 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   auto plans = scenario.Plans();
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   const PayloadPlan& plan = plans->front();
-  // The model: the first payload's buffers, each a float32 tensor (sizes rounded up).
+  if (absl::Status s = CheckReplay(settings, plan); !s.ok()) Die(kProgram, s, kExitUsage);
+  // The model: the first payload's buffers, each a float32 tensor (sizes rounded up); timed,
+  // the trace's tensors that have a gradient, in model order, with its buckets.
+  TimedModel timed_model;
+  if (settings.timed) timed_model = TimedModelOf(*plan.timing);
   std::vector<uint64_t> elements;
-  for (uint64_t bytes : plan.Sizes(0)) elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
+  for (uint64_t bytes : settings.timed ? timed_model.tensor_bytes : plan.Sizes(0)) {
+    elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
+  }
   const size_t num_ps = client.num_servers();
   if (elements.size() < num_ps) {
     Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payload's buffers) for ",
@@ -116,7 +155,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                                    .momentum = 0.f,
                                    .seed = seed,
                                    .round_timeout = op_timeout,
-                                   .buckets = {}});
+                                   .buckets = timed_model.buckets});
   if (!made_ps.ok()) Die(kProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   auto fail = [](const absl::Status& s) { Die(kProgram, absl::StrCat("updates: ", s.message()), kExitRuntime); };
@@ -155,14 +194,24 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
 
   const float unit = settings.sync ? static_cast<float>(W) : 1.f;
   uint64_t pushed_bytes = 0;
-  const auto start = Clock::now();
-  for (int step = 0; step < settings.steps; ++step) {
+  auto fill = [&](int step) {
     const uint32_t a = StepCode(seed, me, static_cast<uint64_t>(step));
     for (size_t t = 0; t < elements.size(); ++t) {
       FillGradient(ps.outgoing(static_cast<int>(t)), codes[t].data(), elements[t], a, unit);
       pushed_bytes += tensor_bytes[t];
     }
-    if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step)); !s.ok()) fail(s);
+  };
+  std::optional<TimedReplay> timed;
+  const auto start = Clock::now();
+  if (settings.timed) {
+    auto replay = RunTimedSteps(ps, *plan.timing, timed_model, settings.steps, fill, op_timeout);
+    if (!replay.ok()) fail(replay.status());
+    timed = *std::move(replay);
+  } else {
+    for (int step = 0; step < settings.steps; ++step) {
+      fill(step);
+      if (absl::Status s = ps.Exchange(ExchangeHeader::kStep, static_cast<uint64_t>(step)); !s.ok()) fail(s);
+    }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
@@ -273,6 +322,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.elements_checked = checked;
   record.mismatches = mismatches;
   record.extra["reads"] = reads;
+  record.extra["replay"] = timed ? TimedReplayJson(*timed, timed_model, ps) : nlohmann::json{{"mode", "back-to-back"}};
   record.result = exact ? "exact" : "mismatch";
   record.extra["problems"] = problems;
   record.placement = ps_json;
@@ -293,6 +343,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                TransportWithMode(scenario.transport, scenario.mode), settings.sync ? "sync" : "async", num_ps,
                settings.steps, seconds, *record.steps_per_s, checked,
                exact ? "exact" : "NOT exact", applied_text);
+    if (timed) PrintTimedReplay(out, *timed, record.extra["replay"]);
     std::fflush(out);
   }
   if (!json_path.empty()) {

@@ -28,11 +28,14 @@ namespace psbench {
 struct UpdatesSettings {
   int steps = 10;
   bool sync = true;
+  bool timed = false;  // --replay=timed (worker/timed_replay.h)
 };
 
-// --steps and --sync/--async (the trainer's flags), checked for `num_workers` workers (that
+// --steps, --sync/--async and --replay (the trainer's flags), checked for `num_workers` workers (that
 // no other flag is set that does not apply is bench/flag_scope.h's check).
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers);
+// --replay=timed needs a trace with ready times (psbench-trace/2); InvalidArgument otherwise.
+absl::Status CheckReplay(const UpdatesSettings& settings, const PayloadPlan& plan);
 // The worker command-line flags that reproduce `settings`.
 std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& settings);
 

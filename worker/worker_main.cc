@@ -150,7 +150,13 @@ int Main(int argc, char** argv) {
     Die(kProgram, s, kExitUsage);
   }
   if (scenario->benchmark == Benchmark::kUpdates) {  // its flags, checked before connecting
-    if (auto u = UpdatesSettingsFromFlags(scenario->num_workers); !u.ok()) Die(kProgram, u.status(), kExitUsage);
+    auto u = UpdatesSettingsFromFlags(scenario->num_workers);
+    if (!u.ok()) Die(kProgram, u.status(), kExitUsage);
+    if (u->timed) {
+      auto plans = scenario->Plans();
+      if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
+      if (absl::Status s = CheckReplay(*u, plans->front()); !s.ok()) Die(kProgram, s, kExitUsage);
+    }
   }
   const bool job = TransportLaunchesAsJob(scenario->transport);
   if (scenario->ps.empty() && !job) {

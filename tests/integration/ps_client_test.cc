@@ -173,8 +173,9 @@ TEST_F(PsClientTest, SyncStepInPartsFromTwoWorkers) {
     for (int k = 0; k < 4; ++k) {
       auto i = ps->NextPart(absl::Now() + absl::Seconds(30));
       ASSERT_TRUE(i.ok()) << i.status();
-      EXPECT_FALSE(back[*i]) << "part " << *i << " twice";
-      back[*i] = true;
+      ASSERT_TRUE(i->has_value()) << "no part back within 30 s";
+      EXPECT_FALSE(back[**i]) << "part " << **i << " twice";
+      back[**i] = true;
     }
     for (int t = 0; t < 5; ++t) {
       const float want = 10.f + t - 0.5f * (t == 1 ? 3.f : 2.f);

@@ -45,5 +45,30 @@ TEST_F(MpiUpdatesTest, ExactOverGrpcMpiSyncAndAsync) {
   }
 }
 
+// --replay=timed over grpc+mpi: the ResNet-18 steps captured from PyTorch, its buckets sent
+// part by part as they became ready; parameters still exact, steps as long as their compute.
+TEST_F(MpiUpdatesTest, TimedReplayOfACapturedTraceIsExact) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl");
+  RunResult r = RunCommand(RunArgv({"--transport=grpc+mpi", "--benchmark=updates", "--scheme=trace",
+                                    "--trace=" + SourcePath("payloads/traces/resnet18_captured.json"),
+                                    "--replay=timed", "--num-ps=2", "--num-workers=2", "--steps=3",
+                                    "--json=" + json}),
+                           seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 2u);
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["result"], "exact") << rec.dump();
+    EXPECT_EQ(rec["replay"]["mode"], "timed");
+    EXPECT_EQ(rec["replay"]["buckets"], 3);
+    ASSERT_EQ(rec["replay"]["steps"].size(), 3u);
+    for (const Json& s : rec["replay"]["steps"]) {
+      EXPECT_GE(s["step_us"].get<double>(), s["compute_us"].get<double>()) << s.dump();
+    }
+    for (const Json& p : rec["placement"]) EXPECT_EQ(p["applied"]["updates"], 3) << p.dump();
+  }
+}
+
 }  // namespace
 }  // namespace psbench::testing

@@ -1,0 +1,133 @@
+// --replay=timed (worker/timed_replay.h) through psbench run: a small psbench-trace/2 with
+// two buckets replayed over real PS, 2 workers x 2 PS, sync and async. Each bucket must start
+// no earlier than the trace says it became ready (and soon after), each step must last at
+// least its recorded compute and not much longer than its slowest part, and every parameter
+// must still come back exact. Also the captured ResNet-18 trace (from PyTorch), and the
+// flags refused.
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/run_helpers.h"
+
+namespace psbench::testing {
+namespace {
+
+// Four tensors in two buckets ({3, 2} ready at 20 ms, {1, 0} at 45 ms), three steps of 60 ms
+// compute; step 1 has no gradient for tensor 0 (its bucket then waits for the compute's end).
+std::string WriteTrace(const TempDir& tmp) {
+  const std::string path = tmp.File("timed.json");
+  std::ofstream(path) << R"({"format": "psbench-trace/2",
+ "tensors": [{"name": "a", "dtype": "float32", "bytes": 4096}, {"name": "b", "dtype": "float32", "bytes": 40000},
+             {"name": "c", "dtype": "float32", "bytes": 256}, {"name": "d", "dtype": "float32", "bytes": 65536}],
+ "buckets": {"tensors": [[3, 2], [1, 0]]},
+ "steps": [
+  {"start_us": 0, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]},
+  {"start_us": 70000, "compute_us": 60000, "ready_us": [null, 44000, 20000, 19000], "bucket_ready_us": [20000, null]},
+  {"start_us": 140000, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]}
+ ]})";
+  return path;
+}
+
+// What every timed record must show; `buckets` buckets, `steps` steps.
+void ExpectTimed(const Json& rec, size_t buckets, int steps) {
+  ASSERT_EQ(rec["result"], "exact") << rec.dump();
+  const Json& r = rec["replay"];
+  ASSERT_EQ(r["mode"], "timed") << rec.dump();
+  EXPECT_EQ(r["buckets"], buckets);
+  ASSERT_EQ(r["steps"].size(), static_cast<size_t>(steps));
+  const double slowest_part_us = r["part_latency_us"]["max"].get<double>();
+  for (const Json& s : r["steps"]) {
+    const double compute = s["compute_us"].get<double>();
+    EXPECT_GE(s["step_us"].get<double>(), compute) << "the recorded compute is waited out: " << s.dump();
+    // The last bucket is ready by the compute's end, so the step ends by then plus its slowest
+    // part (and a start's lateness, here up to 20 ms on a loaded 2-core machine).
+    EXPECT_LE(s["exposed_us"].get<double>(), slowest_part_us + 20000) << s.dump();
+    ASSERT_EQ(s["bucket_start_us"].size(), buckets);
+    for (size_t b = 0; b < buckets; ++b) {
+      const double ready = s["bucket_ready_us"][b].get<double>(), start = s["bucket_start_us"][b].get<double>();
+      EXPECT_GE(start, ready) << "bucket " << b << " sent before it was ready: " << s.dump();
+      EXPECT_LE(start, ready + 20000) << "bucket " << b << " sent long after it was ready: " << s.dump();
+    }
+  }
+}
+
+class TimedReplayTest : public IntegrationTest {};
+
+TEST_F(TimedReplayTest, BucketsGoWhenReadyAndStepsLastTheirCompute) {
+  TempDir tmp;
+  const std::string trace = WriteTrace(tmp), json = tmp.File("r.jsonl");
+  for (const char* sync : {"--sync", "--async"}) {
+    RunResult r = RunCommand(RunArgv({"--benchmark=updates", "--scheme=trace", "--trace=" + trace, "--replay=timed",
+                                      sync, "--num-ps=2", "--num-workers=2", "--steps=4", "--json=" + json}),
+                             seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_NE(r.out.find("4 steps replayed as timed"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# timed replay, ms per step"), std::string::npos) << r.out;
+  }
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 4u);
+  for (const Json& rec : records) {
+    ExpectTimed(rec, 2, 4);
+    // Trace steps in turn; step 1's second bucket has a tensor without a gradient: ready at
+    // the compute's end.
+    const Json& steps = rec["replay"]["steps"];
+    EXPECT_EQ(steps[3]["trace_step"], 0);
+    EXPECT_EQ(steps[1]["bucket_ready_us"][1], 60000.0) << steps[1].dump();
+    EXPECT_EQ(steps[0]["bucket_ready_us"][0], 20000.0);
+    // Placed by bytes in model order: a, c and d on PS 0, b on PS 1; so bucket {d, c} is one
+    // part, bucket {b, a} two.
+    EXPECT_EQ(rec["replay"]["parts"], 3) << rec.dump();
+  }
+}
+
+// Three steps of torchvision's ResNet-18 captured with psbench_trace from PyTorch.
+TEST_F(TimedReplayTest, CapturedPyTorchTraceReplaysExactly) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl");
+  RunResult r = RunCommand(RunArgv({"--benchmark=updates", "--scheme=trace", "--replay=timed",
+                                    "--trace=" + SourcePath("payloads/traces/resnet18_captured.json"),
+                                    "--num-ps=2", "--num-workers=2", "--steps=3", "--json=" + json}),
+                           seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 2u);
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["replay"]["tensors"], 62) << rec.dump();
+    EXPECT_EQ(rec["replay"]["buckets"], 3);
+    ASSERT_EQ(rec["result"], "exact");
+    for (const Json& s : rec["replay"]["steps"]) {
+      EXPECT_GE(s["step_us"].get<double>(), s["compute_us"].get<double>()) << s.dump();
+    }
+  }
+}
+
+TEST_F(TimedReplayTest, ReplayFlagsThatCannotWorkAreRefused) {
+  TempDir tmp;
+  const std::string timed = WriteTrace(tmp);
+  struct Case {
+    Argv flags;
+    std::vector<std::string> keywords;
+  };
+  const std::vector<Case> cases = {
+      {{"--benchmark=updates", "--scheme=trace", "--trace=" + timed, "--replay=fast"},
+       {"--replay=fast", "timed or back-to-back"}},
+      {{"--benchmark=updates", "--buffers=4", "--replay=timed"}, {"--replay", "--scheme=trace only"}},
+      {{"--benchmark=latency", "--scheme=trace", "--trace=" + timed, "--replay=timed"},
+       {"--replay", "--benchmark=updates"}},
+      {{"--benchmark=updates", "--scheme=trace", "--trace=" + SourcePath("payloads/traces/alexnet.json"),
+        "--replay=timed"},
+       {"--replay=timed", "psbench-trace/2"}},
+  };
+  ClosedPort nobody;
+  for (const Case& c : cases) {
+    RunResult run = RunCommand(RunArgv(c.flags));
+    ExpectOneLineFailure(run, 2, "psbench", c.keywords);
+    RunResult w = RunCommand(WorkerArgv(nobody.address(), c.flags));
+    ExpectOneLineFailure(w, 2, "psbench-worker", c.keywords);
+  }
+}
+
+}  // namespace
+}  // namespace psbench::testing

@@ -1,0 +1,167 @@
+#include "worker/timed_replay.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace psbench {
+namespace {
+
+// Waits for parts are cut this short of the next start, which is then reached polling: a
+// transport's wait can overshoot its deadline by a timer's slack.
+constexpr absl::Duration kSpinAhead = absl::Microseconds(200);
+constexpr absl::Duration kLate = absl::Microseconds(50);
+
+double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
+
+// When bucket `b` became ready in trace step `k`: its last tensor's time; a tensor without a
+// gradient in that step counts as ready when the step's compute ended.
+double BucketReady(const TraceTiming::Step& k, const TimedModel& model, size_t b) {
+  double ready = 0;
+  for (size_t t : model.buckets[b]) {
+    const auto& r = k.ready_us[model.trace_tensor[t]];
+    ready = std::max(ready, r ? *r : k.compute_us);
+  }
+  return ready;
+}
+
+}  // namespace
+
+TimedModel TimedModelOf(const TraceTiming& timing) {
+  TimedModel model;
+  std::vector<int> replayed(timing.tensors.size(), -1);
+  for (size_t t = 0; t < timing.tensors.size(); ++t) {
+    const bool used = std::any_of(timing.steps.begin(), timing.steps.end(),
+                                  [t](const TraceTiming::Step& s) { return s.ready_us[t].has_value(); });
+    if (!used) continue;
+    replayed[t] = static_cast<int>(model.trace_tensor.size());
+    model.trace_tensor.push_back(t);
+    model.tensor_bytes.push_back(std::max<uint64_t>(1, (timing.tensors[t].bytes + 3) / 4) * 4);
+  }
+  std::vector<bool> bucketed(model.trace_tensor.size(), false);
+  for (const auto& bucket : timing.buckets) {
+    std::vector<size_t> members;
+    for (size_t t : bucket) {
+      if (t < replayed.size() && replayed[t] >= 0 && !bucketed[replayed[t]]) {
+        members.push_back(static_cast<size_t>(replayed[t]));
+        bucketed[replayed[t]] = true;
+      }
+    }
+    if (!members.empty()) model.buckets.push_back(std::move(members));
+  }
+  // Without buckets (or for tensors none lists), each tensor goes on its own.
+  for (size_t t = 0; t < bucketed.size(); ++t) {
+    if (!bucketed[t]) model.buckets.push_back({t});
+  }
+  return model;
+}
+
+absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timing, const TimedModel& model,
+                                          int steps, const std::function<void(int)>& fill,
+                                          absl::Duration part_timeout) {
+  std::vector<std::vector<size_t>> parts_of(model.buckets.size());
+  for (size_t i = 0; i < ps.num_parts(); ++i) parts_of[ps.part(i).bucket].push_back(i);
+  TimedReplay out;
+  std::vector<absl::Time> started(ps.num_parts());
+  for (int s = 0; s < steps; ++s) {
+    const size_t k = static_cast<size_t>(s) % timing.steps.size();
+    const TraceTiming::Step& recorded = timing.steps[k];
+    // Buckets in the order they became ready.
+    std::vector<std::pair<double, size_t>> due;
+    for (size_t b = 0; b < model.buckets.size(); ++b) due.push_back({BucketReady(recorded, model, b), b});
+    std::stable_sort(due.begin(), due.end());
+    fill(s);
+
+    TimedStep step;
+    step.bucket_ready_us.resize(model.buckets.size());
+    step.bucket_start_us.resize(model.buckets.size());
+    for (const auto& [ready, b] : due) step.bucket_ready_us[b] = ready;
+    const absl::Time t0 = absl::Now();
+    size_t next = 0, outstanding = 0;
+    absl::Time last_back = t0;
+    while (next < due.size() || outstanding > 0) {
+      absl::Time now = absl::Now();
+      // Start every bucket that is due.
+      while (next < due.size() && now >= t0 + absl::Microseconds(due[next].first)) {
+        if (now - (t0 + absl::Microseconds(due[next].first)) > kLate) ++out.late_starts;
+        step.bucket_start_us[due[next].second] = Micros(now - t0);
+        for (size_t i : parts_of[due[next].second]) {
+          started[i] = now;
+          ps.StartPart(i, static_cast<uint64_t>(s));
+          ++outstanding;
+        }
+        ++next;
+      }
+      const bool more = next < due.size();
+      const absl::Time start_at = more ? t0 + absl::Microseconds(due[next].first) : absl::InfiniteFuture();
+      if (outstanding == 0) {
+        // Nothing to wait for but the next start: sleep most of the way, then poll.
+        if (start_at - now > kSpinAhead) absl::SleepFor(start_at - now - kSpinAhead);
+        continue;
+      }
+      const absl::Time deadline = more ? std::max(now, start_at - kSpinAhead) : now + part_timeout;
+      auto back = ps.NextPart(deadline);
+      if (!back.ok()) return back.status();
+      if (!back->has_value()) {
+        if (more) continue;
+        return absl::DeadlineExceededError(absl::StrCat(
+            "step ", s, ": ", outstanding, " parts not back within ", absl::FormatDuration(part_timeout)));
+      }
+      last_back = absl::Now();
+      out.part_latency.Add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(last_back - started[**back])));
+      --outstanding;
+    }
+    // The step also lasts as long as its recorded compute.
+    const absl::Time compute_end = t0 + absl::Microseconds(recorded.compute_us);
+    if (absl::Now() < compute_end) absl::SleepFor(compute_end - absl::Now());
+    const absl::Time end = std::max(last_back, compute_end);
+    step.step = static_cast<uint64_t>(s);
+    step.trace_step = k;
+    step.compute_us = recorded.compute_us;
+    step.step_us = Micros(end - t0);
+    step.exposed_us = step.step_us - step.compute_us;
+    out.steps.push_back(step);
+  }
+  return out;
+}
+
+nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& model, const PsClient& ps) {
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<double> step_us, exposed_us;
+  for (const TimedStep& s : replay.steps) {
+    steps.push_back({{"step", s.step},
+                     {"trace_step", s.trace_step},
+                     {"compute_us", s.compute_us},
+                     {"step_us", s.step_us},
+                     {"exposed_us", s.exposed_us},
+                     {"bucket_ready_us", s.bucket_ready_us},
+                     {"bucket_start_us", s.bucket_start_us}});
+    step_us.push_back(s.step_us);
+    exposed_us.push_back(s.exposed_us);
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const Histogram& h = replay.part_latency;
+  return {{"mode", "timed"},
+          {"tensors", model.tensor_bytes.size()},
+          {"buckets", model.buckets.size()},
+          {"parts", ps.num_parts()},
+          {"steps", steps},
+          {"median_step_us", median(step_us)},
+          {"median_exposed_us", median(exposed_us)},
+          {"late_starts", replay.late_starts},
+          {"part_latency_us",
+           {{"count", h.count()},
+            {"p50", h.Percentile(0.5) / 1e3},
+            {"p90", h.Percentile(0.9) / 1e3},
+            {"p99", h.Percentile(0.99) / 1e3},
+            {"max", static_cast<double>(h.max()) / 1e3}}}};
+}
+
+}  // namespace psbench

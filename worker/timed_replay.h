@@ -1,0 +1,60 @@
+// --replay=timed: a captured training step (psbench-trace/2) replayed as it ran. Each step
+// starts with every gradient written; then each bucket (DDP's, when the trace has them, else
+// each tensor on its own, as TensorFlow's PS mode sends each variable) goes to the PS that hold
+// its tensors at the moment the trace says it became ready, one part per PS, while the worker
+// keeps waiting out the recorded compute; the step ends when every part is back with its
+// parameters and the recorded compute has elapsed. What the fabric costs the job is the step
+// time less the compute: the exposed communication.
+#ifndef PSBENCH_WORKER_TIMED_REPLAY_H_
+#define PSBENCH_WORKER_TIMED_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bench/histogram.h"
+#include "nlohmann/json.hpp"
+#include "payloads/spec.h"
+#include "ps/ps_client.h"
+
+namespace psbench {
+
+// The replayed model: the trace's tensors that have a gradient in some step, in model order,
+// and its buckets over them.
+struct TimedModel {
+  std::vector<size_t> trace_tensor;          // replayed tensor -> the trace's tensor
+  std::vector<uint64_t> tensor_bytes;        // float32, rounded up to whole floats
+  std::vector<std::vector<size_t>> buckets;  // replayed tensor indices
+};
+TimedModel TimedModelOf(const TraceTiming& timing);
+
+struct TimedStep {
+  uint64_t step = 0;
+  size_t trace_step = 0;  // the trace's steps are replayed in turn
+  double compute_us = 0;  // recorded
+  double step_us = 0;     // replayed
+  double exposed_us = 0;  // step_us - compute_us
+  std::vector<double> bucket_ready_us;  // per bucket: recorded
+  std::vector<double> bucket_start_us;  // per bucket: when its parts were started
+};
+
+struct TimedReplay {
+  std::vector<TimedStep> steps;
+  Histogram part_latency;  // ns, from a part's start to its parameters back
+  uint64_t late_starts = 0;  // parts started more than 50 us after their bucket's ready time
+};
+
+// Runs `steps` steps over `ps` (made with `model.buckets`); `fill(step)` writes every
+// gradient of the step into ps.outgoing() before its clock starts.
+absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timing, const TimedModel& model,
+                                          int steps, const std::function<void(int)>& fill,
+                                          absl::Duration part_timeout);
+
+// The record's "replay" object: per step, and the summary (medians, part latency percentiles).
+nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& model, const PsClient& ps);
+
+}  // namespace psbench
+
+#endif  // PSBENCH_WORKER_TIMED_REPLAY_H_
