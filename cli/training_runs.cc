@@ -140,7 +140,7 @@ int RunUpdates(Session& session, Scenario s) {
                                          : plans->front().Sizes(0).size();
   if (tensors < static_cast<size_t>(o.num_ps)) {
     Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payload's buffers) for ",
-                               o.num_ps, " PS; each PS needs at least one (raise --buffers)"),
+                               o.num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
         kExitUsage);
   }
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);

@@ -66,6 +66,16 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
   for (size_t i = 0; i < ps.num_parts(); ++i) parts_of[ps.part(i).bucket].push_back(i);
   TimedReplay out;
   std::vector<absl::Time> started(ps.num_parts());
+  size_t outstanding = 0;
+  // On a failure, every part still out is waited for (its memory is in use until then).
+  auto fail = [&](absl::Status first) {
+    while (outstanding > 0) {
+      auto back = ps.NextPart(absl::Now() + part_timeout);
+      if (back.ok() && !back->has_value()) break;  // nothing more comes back
+      --outstanding;
+    }
+    return first;
+  };
   for (int s = 0; s < steps; ++s) {
     const size_t k = static_cast<size_t>(s) % timing.steps.size();
     const TraceTiming::Step& recorded = timing.steps[k];
@@ -80,21 +90,22 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
     step.bucket_start_us.resize(model.buckets.size());
     for (const auto& [ready, b] : due) step.bucket_ready_us[b] = ready;
     const absl::Time t0 = absl::Now();
-    size_t next = 0, outstanding = 0;
+    size_t next = 0;
     absl::Time last_back = t0;
     while (next < due.size() || outstanding > 0) {
-      absl::Time now = absl::Now();
       // Start every bucket that is due.
-      while (next < due.size() && now >= t0 + absl::Microseconds(due[next].first)) {
-        if (now - (t0 + absl::Microseconds(due[next].first)) > kLate) ++out.late_starts;
-        step.bucket_start_us[due[next].second] = Micros(now - t0);
+      for (absl::Time at = absl::Now(); next < due.size() && at >= t0 + absl::Microseconds(due[next].first);
+           at = absl::Now()) {
+        if (at - (t0 + absl::Microseconds(due[next].first)) > kLate) ++out.late_starts;
+        step.bucket_start_us[due[next].second] = Micros(at - t0);
         for (size_t i : parts_of[due[next].second]) {
-          started[i] = now;
+          started[i] = absl::Now();
           ps.StartPart(i, static_cast<uint64_t>(s));
           ++outstanding;
         }
         ++next;
       }
+      const absl::Time now = absl::Now();
       const bool more = next < due.size();
       const absl::Time start_at = more ? t0 + absl::Microseconds(due[next].first) : absl::InfiniteFuture();
       if (outstanding == 0) {
@@ -104,20 +115,27 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
       }
       const absl::Time deadline = more ? std::max(now, start_at - kSpinAhead) : now + part_timeout;
       auto back = ps.NextPart(deadline);
-      if (!back.ok()) return back.status();
+      if (!back.ok()) {
+        --outstanding;
+        return fail(back.status());
+      }
       if (!back->has_value()) {
         if (more) continue;
-        return absl::DeadlineExceededError(absl::StrCat(
-            "step ", s, ": ", outstanding, " parts not back within ", absl::FormatDuration(part_timeout)));
+        return fail(absl::DeadlineExceededError(absl::StrCat(
+            "step ", s, ": ", outstanding, " parts not back within ", absl::FormatDuration(part_timeout))));
       }
       last_back = absl::Now();
       out.part_latency.Add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(last_back - started[**back])));
       --outstanding;
     }
-    // The step also lasts as long as its recorded compute.
-    const absl::Time compute_end = t0 + absl::Microseconds(recorded.compute_us);
-    if (absl::Now() < compute_end) absl::SleepFor(compute_end - absl::Now());
-    const absl::Time end = std::max(last_back, compute_end);
+    // The recorded time after the last gradient (the captured job's optimizer step and the
+    // like) runs once the parameters are back: it needs them. So what the exchanges add to
+    // the step is how long the last parts took past the end of the backward pass.
+    const double backward_us = due.empty() ? 0 : due.back().first;
+    const absl::Time backward_end = t0 + absl::Microseconds(backward_us);
+    const absl::Time end =
+        std::max(last_back, backward_end) + absl::Microseconds(recorded.compute_us - backward_us);
+    if (absl::Now() < end) absl::SleepFor(end - absl::Now());
     step.step = static_cast<uint64_t>(s);
     step.trace_step = k;
     step.compute_us = recorded.compute_us;

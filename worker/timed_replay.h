@@ -1,10 +1,11 @@
 // --replay=timed: a captured training step (psbench-trace/2) replayed as it ran. Each step
 // starts with every gradient written; then each bucket (DDP's, when the trace has them, else
 // each tensor on its own, as TensorFlow's PS mode sends each variable) goes to the PS that hold
-// its tensors at the moment the trace says it became ready, one part per PS, while the worker
-// keeps waiting out the recorded compute; the step ends when every part is back with its
-// parameters and the recorded compute has elapsed. What the fabric costs the job is the step
-// time less the compute: the exposed communication.
+// its tensors at the moment the trace says it became ready, one part per PS, as the backward
+// pass would produce it. The recorded time after the last gradient (the captured job's
+// optimizer step and the like) needs the new parameters: it runs once every part is back. What
+// the fabric costs the job is the step time less the recorded compute: the exposed
+// communication, how long the last parts took past the end of the backward pass.
 #ifndef PSBENCH_WORKER_TIMED_REPLAY_H_
 #define PSBENCH_WORKER_TIMED_REPLAY_H_
 
@@ -43,7 +44,7 @@ struct TimedStep {
 struct TimedReplay {
   std::vector<TimedStep> steps;
   Histogram part_latency;  // ns, from a part's start to its parameters back
-  uint64_t late_starts = 0;  // parts started more than 50 us after their bucket's ready time
+  uint64_t late_starts = 0;  // buckets started more than 50 us after their ready time
 };
 
 // Runs `steps` steps over `ps` (made with `model.buckets`); `fill(step)` writes every

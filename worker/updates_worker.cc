@@ -130,7 +130,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   const size_t num_ps = client.num_servers();
   if (elements.size() < num_ps) {
     Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payload's buffers) for ",
-                               num_ps, " PS; each PS needs at least one (raise --buffers)"),
+                               num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
         kExitUsage);
   }
   if (int64_t{settings.steps} * scenario.num_workers > kMaxUpdates) {
@@ -305,7 +305,13 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.steps = settings.steps;
   record.seed = seed;
   record.scheme = std::string(SchemeName(scenario.payload.scheme));
-  record.extra["buffers"] = plan.Sizes(0);
+  // The model's tensors as sent: timed, the trace's in model order.
+  std::vector<uint64_t> buffers = plan.Sizes(0);
+  if (settings.timed) {
+    buffers.clear();
+    for (size_t t : timed_model.trace_tensor) buffers.push_back(plan.timing->tensors[t].bytes);
+  }
+  record.extra["buffers"] = buffers;
   record.extra["tensor_bytes"] = tensor_bytes;
   record.payload_summary = plan.Summary();
   record.payload_bytes = static_cast<double>(plan.Bytes(0));

@@ -1,9 +1,9 @@
 // --replay=timed (worker/timed_replay.h) through psbench run: a small psbench-trace/2 with
 // two buckets replayed over real PS, 2 workers x 2 PS, sync and async. Each bucket must start
-// no earlier than the trace says it became ready (and soon after), each step must last at
-// least its recorded compute and not much longer than its slowest part, and every parameter
-// must still come back exact. Also the captured ResNet-18 trace (from PyTorch), and the
-// flags refused.
+// no earlier than the trace says it became ready (and soon after), the run must take at least
+// its recorded compute (wall clock), each step's exposed communication must be no more than
+// its slowest part allows, and every parameter must still come back exact. Also the captured
+// ResNet-18 trace (from PyTorch), and the flags refused.
 #include <fstream>
 #include <string>
 
@@ -30,6 +30,9 @@ std::string WriteTrace(const TempDir& tmp) {
   return path;
 }
 
+// A start's lateness allowed: a sleeping thread's wake-up on a loaded 2-core machine.
+constexpr double kSlackUs = 100000;
+
 // What every timed record must show; `buckets` buckets, `steps` steps.
 void ExpectTimed(const Json& rec, size_t buckets, int steps) {
   ASSERT_EQ(rec["result"], "exact") << rec.dump();
@@ -38,19 +41,22 @@ void ExpectTimed(const Json& rec, size_t buckets, int steps) {
   EXPECT_EQ(r["buckets"], buckets);
   ASSERT_EQ(r["steps"].size(), static_cast<size_t>(steps));
   const double slowest_part_us = r["part_latency_us"]["max"].get<double>();
+  double compute_us = 0;
   for (const Json& s : r["steps"]) {
-    const double compute = s["compute_us"].get<double>();
-    EXPECT_GE(s["step_us"].get<double>(), compute) << "the recorded compute is waited out: " << s.dump();
-    // The last bucket is ready by the compute's end, so the step ends by then plus its slowest
-    // part (and a start's lateness, here up to 20 ms on a loaded 2-core machine).
-    EXPECT_LE(s["exposed_us"].get<double>(), slowest_part_us + 20000) << s.dump();
+    compute_us += s["compute_us"].get<double>();
+    // Exposed: how long the last parts took past the backward pass's end; at most the
+    // slowest part and a start's lateness.
+    EXPECT_GE(s["exposed_us"].get<double>(), -1) << s.dump();
+    EXPECT_LE(s["exposed_us"].get<double>(), slowest_part_us + kSlackUs) << s.dump();
     ASSERT_EQ(s["bucket_start_us"].size(), buckets);
     for (size_t b = 0; b < buckets; ++b) {
       const double ready = s["bucket_ready_us"][b].get<double>(), start = s["bucket_start_us"][b].get<double>();
       EXPECT_GE(start, ready) << "bucket " << b << " sent before it was ready: " << s.dump();
-      EXPECT_LE(start, ready + 20000) << "bucket " << b << " sent long after it was ready: " << s.dump();
+      EXPECT_LE(start, ready + kSlackUs) << "bucket " << b << " sent long after it was ready: " << s.dump();
     }
   }
+  // The recorded compute is waited out: the steps take at least that long by the wall clock.
+  EXPECT_GE(rec["seconds"].get<double>() * 1e6, compute_us) << rec.dump();
 }
 
 class TimedReplayTest : public IntegrationTest {};
@@ -97,9 +103,9 @@ TEST_F(TimedReplayTest, CapturedPyTorchTraceReplaysExactly) {
     EXPECT_EQ(rec["replay"]["tensors"], 62) << rec.dump();
     EXPECT_EQ(rec["replay"]["buckets"], 3);
     ASSERT_EQ(rec["result"], "exact");
-    for (const Json& s : rec["replay"]["steps"]) {
-      EXPECT_GE(s["step_us"].get<double>(), s["compute_us"].get<double>()) << s.dump();
-    }
+    double compute_us = 0;
+    for (const Json& s : rec["replay"]["steps"]) compute_us += s["compute_us"].get<double>();
+    EXPECT_GE(rec["seconds"].get<double>() * 1e6, compute_us) << "the recorded compute is waited out";
   }
 }
 
