@@ -1,7 +1,5 @@
 // psbench run --trainer and --benchmark=updates, on any launcher: PS and workers as for
 // throughput (every worker to every PS), then a table per worker and the records.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
@@ -108,14 +106,9 @@ void PrintTimedReplays(const std::vector<Record>& records) {
   for (const Record& rec : records) {
     const nlohmann::json& r = rec.extra.contains("replay") ? rec.extra["replay"] : nlohmann::json::object();
     if (r.value("mode", "") != "timed") continue;
-    std::vector<double> compute;
-    for (const auto& step : r["steps"]) compute.push_back(step["compute_us"].get<double>());
-    std::sort(compute.begin(), compute.end());
-    const double median_compute =
-        compute.empty() ? 0 : compute.size() % 2 ? compute[compute.size() / 2]
-                                                 : (compute[compute.size() / 2 - 1] + compute[compute.size() / 2]) / 2;
     table.PrintRow({std::to_string(rec.worker_index.value_or(0)), std::to_string(r["buckets"].get<size_t>()),
-                    std::to_string(r["parts"].get<size_t>()), fmt::format("{:.3f}", median_compute / 1e3),
+                    std::to_string(r["parts"].get<size_t>()),
+                    fmt::format("{:.3f}", r["median_compute_us"].get<double>() / 1e3),
                     fmt::format("{:.3f}", r["median_step_us"].get<double>() / 1e3),
                     fmt::format("{:.3f}", r["median_exposed_us"].get<double>() / 1e3),
                     fmt::format("{:.1f}", r["part_latency_us"]["p50"].get<double>()),

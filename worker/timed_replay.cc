@@ -1,7 +1,6 @@
 #include "worker/timed_replay.h"
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -148,7 +147,7 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
 
 nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& model, const PsClient& ps) {
   nlohmann::json steps = nlohmann::json::array();
-  std::vector<double> step_us, exposed_us;
+  std::vector<double> compute_us, step_us, exposed_us;
   for (const TimedStep& s : replay.steps) {
     steps.push_back({{"step", s.step},
                      {"trace_step", s.trace_step},
@@ -157,6 +156,7 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
                      {"exposed_us", s.exposed_us},
                      {"bucket_ready_us", s.bucket_ready_us},
                      {"bucket_start_us", s.bucket_start_us}});
+    compute_us.push_back(s.compute_us);
     step_us.push_back(s.step_us);
     exposed_us.push_back(s.exposed_us);
   }
@@ -171,6 +171,7 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
           {"buckets", model.buckets.size()},
           {"parts", ps.num_parts()},
           {"steps", steps},
+          {"median_compute_us", median(compute_us)},
           {"median_step_us", median(step_us)},
           {"median_exposed_us", median(exposed_us)},
           {"late_starts", replay.late_starts},

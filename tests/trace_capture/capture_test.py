@@ -136,6 +136,30 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(record["payload_bytes"], sum(p.numel() * 4 for p in model.parameters()))
         self.assertEqual(len(record["buffers"]), len(list(model.parameters())))
 
+    def test_psbench_replays_the_captured_steps_timed(self):
+        # Fresh from PyTorch: 2 workers x 2 PS replay the steps as they ran, each DDP bucket sent
+        # when it became ready; every parameter exact, the run as long as its recorded compute.
+        self.capture(make_model(), bucket_size=True)
+        with open(self.path) as f:
+            captured = json.load(f)
+        out = os.path.join(self.dir.name, "timed.jsonl")
+        r = psbench("run", "--benchmark=updates", "--scheme=trace", f"--trace={self.path}", "--replay=timed",
+                    f"--steps={STEPS}", "--num-workers=2", "--num-ps=2", f"--json={out}")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("# timed replay", r.stdout)
+        with open(out) as f:
+            records = [json.loads(line) for line in f]
+        self.assertEqual(len(records), 2)
+        for record in records:
+            self.assertEqual(record["result"], "exact")
+            replay = record["replay"]
+            self.assertEqual(replay["buckets"], len(captured["buckets"]["tensors"]))
+            self.assertEqual([s["compute_us"] for s in replay["steps"]],
+                             [s["compute_us"] for s in captured["steps"]])
+            self.assertGreaterEqual(record["seconds"] * 1e6, sum(s["compute_us"] for s in captured["steps"]))
+            for step in replay["steps"]:
+                self.assertGreaterEqual(step["exposed_us"], -1)
+
     def test_psbench_refuses_a_trace_it_cannot_follow(self):
         self.capture(make_model())
         with open(self.path) as f:

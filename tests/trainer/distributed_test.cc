@@ -139,6 +139,23 @@ TEST_F(DistributedTrainingTest, TraceReplaysAsPayloadTrace) {
                                                            "--warmup-iterations=1"}),
                                 seconds(60));
   EXPECT_EQ(replay.exit_code, 0) << replay.Describe();
+  // Timed, as a trace captured from PyTorch: each gradient (no buckets: each tensor alone)
+  // sent when the trainer recorded it ready; every parameter exact.
+  const std::string json = TempPath("timed.jsonl");
+  RunResult timed = RunCommand(RunArgv({"--benchmark=updates", "--scheme=trace", "--trace=" + trace,
+                                        "--replay=timed", "--steps=2", "--num-workers=2", "--num-ps=2",
+                                        "--json=" + json}),
+                               seconds(120));
+  ASSERT_EQ(timed.exit_code, 0) << timed.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  EXPECT_EQ(records.size(), 2u);
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["result"], "exact") << rec.dump();
+    EXPECT_EQ(rec["replay"]["mode"], "timed");
+    EXPECT_EQ(rec["replay"]["buckets"], 8) << "each tensor on its own";
+    EXPECT_EQ(rec["replay"]["steps"].size(), 2u);
+  }
+  unlink(json.c_str());
   unlink(trace.c_str());
 }
 

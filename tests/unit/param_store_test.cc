@@ -233,6 +233,12 @@ TEST(ParamStoreTest, PartsThatDoNotFitTheShardAreRefused) {
   refused(MakePart(1, 2, 0, {0}, {{1.f, 1.f}}), absl::StatusCode::kFailedPrecondition, "otherwise");
   refused(MakePart(0, 2, 0, {0, 1}, {{1.f, 1.f}, {1.f}}), absl::StatusCode::kFailedPrecondition, "twice");
   EXPECT_FALSE(first.result) << "refusals leave the held part alone";
+  // Worker 1's part completes it (and nothing is left held for the store's destructor to
+  // answer into an exchange gone out of scope).
+  Exchange second = MakePart(1, 2, 0, {0, 1}, {{1.f, 1.f}, {1.f}});
+  second.Send(store);
+  ASSERT_TRUE(first.result && second.result);
+  EXPECT_TRUE(first.result->ok() && second.result->ok()) << *first.result;
 }
 
 TEST(ParamStoreTest, RefusesWhatDoesNotFitTheRun) {
