@@ -184,10 +184,13 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(FaultTest, WorkerFailsWhenItsPsStopsAnswering) {
   auto ps = PsServer::Start();
   ASSERT_TRUE(ps);
+  TempDir tmp;
   Process worker(WorkerArgv(ps->address(), {"--benchmark=bandwidth", "--warmup=0s",
-                                            "--duration=30s", "--rpc-timeout=2s", "--quiet"}));
-  std::this_thread::sleep_for(kMidRun);
-  ASSERT_TRUE(worker.Running()) << worker.Stderr();
+                                            "--duration=30s", "--rpc-timeout=2s", "--quiet",
+                                            "--progress-file=" + tmp.File("progress")}));
+  // Stopped while its data calls run, not while it is still starting (its control calls
+  // have their own deadline): under ThreadSanitizer a fixed second was not always enough.
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
   auto stopped = Clock::now();
   ps->process().Signal(SIGSTOP);  // alive, connected, silent
   // Operations time out after --rpc-timeout=2s.
