@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <map>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,6 +16,7 @@
 #include "transports/control/channel.h"
 #include "transports/control/control_client.h"
 #include "transports/grpc/raw_format.h"
+#include "transports/verbs/arena_registry.h"
 #include "transports/verbs/verbs_connection.h"
 #include "transports/verbs/verbs_device.h"
 #include "transports/data_meta.h"
@@ -144,24 +144,9 @@ class VerbsClient final : public Client {
     if (absl::Status s = control_->CheckMessageFits(payload.total_bytes(), payload.total_bytes()); !s.ok()) return s;
     auto reg = std::make_unique<Registered>();
     reg->payload = &payload;
-    auto arena = payload.arena();
-    // Once per payload, never per message: the payload's buffers are sent from where they are.
-    // Once per arena: views of one payload's memory share its registration (each would
-    // otherwise pin the whole arena again).
-    std::weak_ptr<ibv_mr>& shared = mrs_[{arena.data(), arena.size()}];
-    reg->mr = shared.lock();
-    if (reg->mr == nullptr) {
-      ibv_mr* mr = ibv_reg_mr(device_->pd(), const_cast<std::byte*>(arena.data()), arena.size(),
-                              IBV_ACCESS_LOCAL_WRITE);
-      if (mr != nullptr) reg->mr = std::shared_ptr<ibv_mr>(mr, [](ibv_mr* m) { ibv_dereg_mr(m); });
-      shared = reg->mr;
-    }
-    if (reg->mr == nullptr) {
-      int err = errno;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ibv_reg_mr of a ", arena.size(), "-byte payload failed: ", ErrnoText(err),
-          err == ENOMEM || err == EPERM ? " (raise the memlock limit: ulimit -l unlimited)" : ""));
-    }
+    auto mr = arenas_.Register(device_->pd(), payload.arena());
+    if (!mr.ok()) return mr.status();
+    reg->mr = *std::move(mr);
     for (const iovec& v : payload.iov()) {
       if (v.iov_len > 0xffffffffull) {
         return absl::InvalidArgumentError("grpc+verbs: a buffer over 4 GiB");
@@ -589,8 +574,7 @@ class VerbsClient final : public Client {
   std::vector<Peer> peers_;
   absl::flat_hash_map<uint32_t, size_t> by_qpn_;
   std::vector<std::unique_ptr<Registered>> registered_;
-  // Registrations by arena (start, size), shared by the payloads over it.
-  std::map<std::pair<const std::byte*, size_t>, std::weak_ptr<ibv_mr>> mrs_;
+  ArenaRegistry arenas_;  // memory registrations, shared by the payloads over one arena
   std::deque<Completion> ready_;
   std::vector<std::unique_ptr<PendingOp>> spare_ops_;
   std::vector<uint64_t> checksums_;  // scratch
