@@ -96,6 +96,35 @@ int RunTraining(Session& session, Scenario s) {
   return SaveRecords(kProgram, session.json_path, *results);
 }
 
+// The first timed record's tensors that took longest from their part's start to their
+// parameters back (the record has every tensor).
+void PrintSlowestTensors(const std::vector<Record>& records) {
+  constexpr size_t kShown = 5;
+  for (const Record& rec : records) {
+    if (!rec.extra.contains("replay") || !rec.extra["replay"].contains("per_tensor")) continue;
+    std::vector<nlohmann::json> tensors(rec.extra["replay"]["per_tensor"].begin(),
+                                        rec.extra["replay"]["per_tensor"].end());
+    auto p50 = [](const nlohmann::json& t) { return t["latency_us"]["p50"].get<double>(); };
+    std::stable_sort(tensors.begin(), tensors.end(),
+                     [&](const nlohmann::json& a, const nlohmann::json& b) { return p50(a) > p50(b); });
+    if (tensors.size() > kShown) tensors.resize(kShown);
+    fmt::print("# slowest tensors of worker {} (latency: its part's start to its parameters back; "
+               "ready->back: from when its gradient was ready)\n",
+               rec.worker_index.value_or(0));
+    StreamingTable table(stdout, {{"#tensor", 28}, {"PS", 4}, {"bytes", 12}, {"p50 us", 12}, {"p99 us", 12},
+                                  {"ready->back p50 us", 20}});
+    table.PrintHeader();
+    for (const nlohmann::json& t : tensors) {
+      std::string name = t["name"].get<std::string>();
+      if (name.empty()) name = "-";
+      table.PrintRow({name, std::to_string(t["ps"].get<size_t>()), std::to_string(t["bytes"].get<uint64_t>()),
+                      fmt::format("{:.1f}", p50(t)), fmt::format("{:.1f}", t["latency_us"]["p99"].get<double>()),
+                      fmt::format("{:.1f}", t["ready_to_back_us"]["p50"].get<double>())});
+    }
+    return;
+  }
+}
+
 // --replay=timed: per worker, the replayed steps against their recorded compute, and the
 // parts' round trips (worker/timed_replay.h).
 void PrintTimedReplays(const std::vector<Record>& records) {
@@ -115,6 +144,7 @@ void PrintTimedReplays(const std::vector<Record>& records) {
                     fmt::format("{:.1f}", r["part_latency_us"]["p99"].get<double>()),
                     std::to_string(r["late_starts"].get<uint64_t>())});
   }
+  PrintSlowestTensors(records);
 }
 
 // psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),

@@ -1,6 +1,7 @@
 #include "worker/timed_replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,14 @@ constexpr absl::Duration kSpinAhead = absl::Microseconds(200);
 constexpr absl::Duration kLate = absl::Microseconds(50);
 
 double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
+
+// The q-quantile of `v` (nearest rank: a value that was measured); 0 when empty.
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
 
 // When bucket `b` became ready in trace step `k`: its last tensor's time; a tensor without a
 // gradient in that step counts as ready when the step's compute ended.
@@ -38,6 +47,7 @@ TimedModel TimedModelOf(const TraceTiming& timing) {
     if (!used) continue;
     replayed[t] = static_cast<int>(model.trace_tensor.size());
     model.trace_tensor.push_back(t);
+    model.names.push_back(timing.tensors[t].name);
     model.tensor_bytes.push_back(std::max<uint64_t>(1, (timing.tensors[t].bytes + 3) / 4) * 4);
   }
   std::vector<bool> bucketed(model.trace_tensor.size(), false);
@@ -64,6 +74,8 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
   std::vector<std::vector<size_t>> parts_of(model.buckets.size());
   for (size_t i = 0; i < ps.num_parts(); ++i) parts_of[ps.part(i).bucket].push_back(i);
   TimedReplay out;
+  out.tensor_latency_us.resize(model.tensor_bytes.size());
+  out.tensor_ready_to_back_us.resize(model.tensor_bytes.size());
   std::vector<absl::Time> started(ps.num_parts());
   size_t outstanding = 0;
   // On a failure, every part still out is waited for (its memory is in use until then).
@@ -125,6 +137,11 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
       }
       last_back = absl::Now();
       out.part_latency.Add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(last_back - started[**back])));
+      for (size_t t : ps.part(**back).tensors) {
+        const auto& ready = recorded.ready_us[model.trace_tensor[t]];
+        out.tensor_latency_us[t].push_back(Micros(last_back - started[**back]));
+        out.tensor_ready_to_back_us[t].push_back(Micros(last_back - t0) - (ready ? *ready : recorded.compute_us));
+      }
       --outstanding;
     }
     // The recorded time after the last gradient (the captured job's optimizer step and the
@@ -140,6 +157,7 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
     step.compute_us = recorded.compute_us;
     step.step_us = Micros(end - t0);
     step.exposed_us = step.step_us - step.compute_us;
+    step.last_back_us = Micros(last_back - t0);
     out.steps.push_back(step);
   }
   return out;
@@ -154,6 +172,7 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
                      {"compute_us", s.compute_us},
                      {"step_us", s.step_us},
                      {"exposed_us", s.exposed_us},
+                     {"last_back_us", s.last_back_us},
                      {"bucket_ready_us", s.bucket_ready_us},
                      {"bucket_start_us", s.bucket_start_us}});
     compute_us.push_back(s.compute_us);
@@ -166,6 +185,22 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
   };
   const Histogram& h = replay.part_latency;
+  std::vector<size_t> ps_of(model.tensor_bytes.size(), 0);
+  for (size_t i = 0; i < ps.num_parts(); ++i) {
+    for (size_t t : ps.part(i).tensors) ps_of[t] = ps.part(i).ps;
+  }
+  nlohmann::json tensors = nlohmann::json::array();
+  for (size_t t = 0; t < model.tensor_bytes.size(); ++t) {
+    const std::vector<double>& lat = replay.tensor_latency_us[t];
+    const std::vector<double>& wait = replay.tensor_ready_to_back_us[t];
+    tensors.push_back({{"name", model.names[t]},
+                       {"bytes", model.tensor_bytes[t]},
+                       {"ps", ps_of[t]},
+                       {"count", lat.size()},
+                       {"latency_us", {{"p50", Quantile(lat, 0.5)}, {"p90", Quantile(lat, 0.9)},
+                                       {"p99", Quantile(lat, 0.99)}, {"max", Quantile(lat, 1)}}},
+                       {"ready_to_back_us", {{"p50", Quantile(wait, 0.5)}, {"max", Quantile(wait, 1)}}}});
+  }
   return {{"mode", "timed"},
           {"tensors", model.tensor_bytes.size()},
           {"buckets", model.buckets.size()},
@@ -180,7 +215,8 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
             {"p50", h.Percentile(0.5) / 1e3},
             {"p90", h.Percentile(0.9) / 1e3},
             {"p99", h.Percentile(0.99) / 1e3},
-            {"max", static_cast<double>(h.max()) / 1e3}}}};
+            {"max", static_cast<double>(h.max()) / 1e3}}},
+          {"per_tensor", tensors}};
 }
 
 }  // namespace psbench

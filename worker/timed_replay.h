@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,7 @@ namespace psbench {
 // and its buckets over them.
 struct TimedModel {
   std::vector<size_t> trace_tensor;          // replayed tensor -> the trace's tensor
+  std::vector<std::string> names;            // per replayed tensor, as the trace names it
   std::vector<uint64_t> tensor_bytes;        // float32, rounded up to whole floats
   std::vector<std::vector<size_t>> buckets;  // replayed tensor indices
 };
@@ -37,6 +39,7 @@ struct TimedStep {
   double compute_us = 0;  // recorded
   double step_us = 0;     // replayed
   double exposed_us = 0;  // step_us - compute_us
+  double last_back_us = 0;  // when the step's last part came back
   std::vector<double> bucket_ready_us;  // per bucket: recorded
   std::vector<double> bucket_start_us;  // per bucket: when its parts were started
 };
@@ -44,6 +47,10 @@ struct TimedStep {
 struct TimedReplay {
   std::vector<TimedStep> steps;
   Histogram part_latency;  // ns, from a part's start to its parameters back
+  // Per replayed tensor, one sample per step that sent it: from its part's start to its
+  // parameters back (its push and pull), and from when the trace says its gradient became
+  // ready to then (what the job waits for that tensor: its bucket's wait, the exchange).
+  std::vector<std::vector<double>> tensor_latency_us, tensor_ready_to_back_us;
   uint64_t late_starts = 0;  // buckets started more than 50 us after their ready time
 };
 
@@ -53,7 +60,8 @@ absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timin
                                           int steps, const std::function<void(int)>& fill,
                                           absl::Duration part_timeout);
 
-// The record's "replay" object: per step, and the summary (medians, part latency percentiles).
+// The record's "replay" object: per step, the summary (medians, part latency percentiles), and
+// per tensor its PS and latency percentiles.
 nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& model, const PsClient& ps);
 
 }  // namespace psbench

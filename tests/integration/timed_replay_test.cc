@@ -33,6 +33,22 @@ std::string WriteTrace(const TempDir& tmp) {
 // A start's lateness allowed: a sleeping thread's wake-up on a loaded 2-core machine.
 constexpr double kSlackUs = 100000;
 
+// Every replayed tensor went once a step (its bucket goes whole), and its percentiles are in
+// order; from its ready time it cannot be back sooner than from its part's start.
+void ExpectPerTensor(const Json& replay, int steps) {
+  const Json& tensors = replay["per_tensor"];
+  ASSERT_EQ(tensors.size(), replay["tensors"].get<size_t>()) << replay.dump();
+  for (const Json& t : tensors) {
+    EXPECT_EQ(t["count"], steps) << t.dump();
+    const Json& l = t["latency_us"];
+    EXPECT_GT(l["p50"].get<double>(), 0) << t.dump();
+    EXPECT_LE(l["p50"].get<double>(), l["p99"].get<double>()) << t.dump();
+    EXPECT_LE(l["p99"].get<double>(), l["max"].get<double>()) << t.dump();
+    EXPECT_LE(l["max"].get<double>(), replay["part_latency_us"]["max"].get<double>() + 1) << t.dump();
+    EXPECT_GE(t["ready_to_back_us"]["p50"].get<double>(), l["p50"].get<double>()) << t.dump();
+  }
+}
+
 // What every timed record must show; `buckets` buckets, `steps` steps.
 void ExpectTimed(const Json& rec, size_t buckets, int steps) {
   ASSERT_EQ(rec["result"], "exact") << rec.dump();
@@ -57,6 +73,7 @@ void ExpectTimed(const Json& rec, size_t buckets, int steps) {
   }
   // The recorded compute is waited out: the steps take at least that long by the wall clock.
   EXPECT_GE(rec["seconds"].get<double>() * 1e6, compute_us) << rec.dump();
+  ExpectPerTensor(r, steps);
 }
 
 class TimedReplayTest : public IntegrationTest {};
@@ -71,6 +88,7 @@ TEST_F(TimedReplayTest, BucketsGoWhenReadyAndStepsLastTheirCompute) {
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
     EXPECT_NE(r.out.find("4 steps replayed as timed"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("# timed replay, ms per step"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# slowest tensors of worker"), std::string::npos) << r.out;
   }
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 4u);
@@ -85,6 +103,10 @@ TEST_F(TimedReplayTest, BucketsGoWhenReadyAndStepsLastTheirCompute) {
     // Placed by bytes in model order: a, c and d on PS 0, b on PS 1; so bucket {d, c} is one
     // part, bucket {b, a} two.
     EXPECT_EQ(rec["replay"]["parts"], 3) << rec.dump();
+    const Json& tensors = rec["replay"]["per_tensor"];
+    EXPECT_EQ(tensors[1]["name"], "b");
+    EXPECT_EQ(tensors[1]["ps"], 1);
+    EXPECT_EQ(tensors[3]["ps"], 0);
   }
 }
 
@@ -106,6 +128,8 @@ TEST_F(TimedReplayTest, CapturedPyTorchTraceReplaysExactly) {
     double compute_us = 0;
     for (const Json& s : rec["replay"]["steps"]) compute_us += s["compute_us"].get<double>();
     EXPECT_GE(rec["seconds"].get<double>() * 1e6, compute_us) << "the recorded compute is waited out";
+    ExpectPerTensor(rec["replay"], 3);
+    EXPECT_EQ(rec["replay"]["per_tensor"][0]["name"], "conv1.weight");
   }
 }
 
