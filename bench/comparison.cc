@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "bench/load_report.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -50,6 +51,11 @@ void Comparison::Add(const std::string& series, const Record& r) {
                     r.payload_summary.value_or(""),
                     tp ? static_cast<int>(r.ps.value_or(1)) : 1,
                     tp ? static_cast<int>(r.workers.value_or(1)) : 1};
+  if (LoadPointOf(r)) {
+    key.load = JsonTextAt(LoadOf(r), "schedule");
+    key.load_rate = JsonNumberAt(LoadOf(r), "rate_per_s");
+    if (key.load.empty()) key.load = "open loop";
+  }
   ComparisonCell& cell = rows[key][series];
   cell.records.push_back(&r);
   repeated |= cell.records.size() > 1;
@@ -103,8 +109,13 @@ Table ComparisonTable(const Comparison& c, const std::vector<std::string>& serie
   if (tail) t.notes.push_back("p99 is shown only with at least 100 iterations (below that it is the maximum).");
   if (c.repeated) t.notes.push_back("A payload measured more than once in a series shows the median.");
 
+  const bool loaded = std::any_of(c.rows.begin(), c.rows.end(), [](const auto& row) { return !row.first.load.empty(); });
   t.columns = {"scheme", "bytes"};
   if (tp) t.columns.insert(t.columns.end(), {"workers", "PS"});
+  if (loaded) {
+    t.columns.push_back("load");
+    t.notes.push_back("load: open loop at that rate per worker (latency from each planned start); - closed loop.");
+  }
   t.groups.push_back({"", t.columns.size()});
   for (const std::string& s : series) {
     for (const Figure& f : kind.figures) t.columns.push_back(f.Column());
@@ -121,6 +132,7 @@ Table ComparisonTable(const Comparison& c, const std::vector<std::string>& serie
       row.push_back(std::to_string(key.workers));
       row.push_back(std::to_string(key.ps));
     }
+    if (loaded) row.push_back(key.load.empty() ? "-" : key.load);
     for (const std::string& s : series) {
       const ComparisonCell* cell = Find(cells, s);
       for (const Figure& f : kind.figures) {

@@ -25,7 +25,11 @@ struct ComparisonKey {
   double bytes = 0;  // of one payload; 0 for a trace of several (its mean per operation varies by run)
   std::string payload;
   int ps = 1, workers = 1;
-  auto Tie() const { return std::tie(scheme_order, bytes, payload, ps, workers); }
+  // An open-loop measurement's schedule ("poisson:1000"; "" closed-loop) and its rate: a
+  // sweep's rates are rows of their own.
+  std::string load;
+  double load_rate = 0;
+  auto Tie() const { return std::tie(scheme_order, bytes, payload, ps, workers, load_rate, load); }
   bool operator<(const ComparisonKey& o) const { return Tie() < o.Tie(); }
 };
 

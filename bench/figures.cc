@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bench/load_report.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -166,7 +167,12 @@ std::vector<std::string> MeasurementParts(const Record& r) {
                        : fmt::format("measure {:g} s", s.duration_s)};
   const std::string bench = r.Kind();
   if (bench == "bandwidth") parts.push_back(fmt::format("window {}", s.window));
-  if (bench == "throughput") parts.push_back(fmt::format("{} outstanding per PS", s.outstanding));
+  if (LoadPointOf(r)) {
+    parts.push_back(fmt::format("open-loop {} load, at most {} in flight, latency from each planned start",
+                                JsonTextAt(LoadOf(r), "kind"), JsonCountAt(LoadOf(r), "max_in_flight")));
+  } else if (bench == "throughput") {
+    parts.push_back(fmt::format("{} outstanding per PS", s.outstanding));
+  }
   parts.push_back(fmt::format("validate {}", r.validate.value_or(false) ? "on" : "off"));
   parts.push_back(fmt::format("busy-poll {}", s.busy_poll ? "on" : "off"));
   // gRPC's options, where they differ from gRPC's defaults (so two tables of them differ).

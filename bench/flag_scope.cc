@@ -42,6 +42,12 @@ const std::vector<Rule>& Rules() {
       {{"window"},
        [](const RunShape& s) { return Runs(s, Benchmark::kBandwidth); },
        "applies to --benchmark=bandwidth only (payloads outstanding)"},
+      {{"load", "load-sweep", "max-in-flight", "hdr-out"},
+       [](const RunShape& s) {
+         return s.kind == Kind::kBenchmark &&
+                (s.benchmark == Benchmark::kLatency || s.benchmark == Benchmark::kThroughput);
+       },
+       "applies to --benchmark=latency and --benchmark=throughput only (open-loop load)"},
       {{"outstanding"},
        [](const RunShape& s) { return Runs(s, Benchmark::kThroughput); },
        "applies to --benchmark=throughput only (payloads outstanding per PS)"},

@@ -55,6 +55,41 @@ void Histogram::Merge(const Histogram& o) {
 
 void Histogram::Clear() { *this = Histogram(); }
 
+size_t Histogram::NumBuckets() { return kBuckets; }
+
+Histogram::Parts Histogram::ToParts() const {
+  Parts p;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b] > 0) p.buckets.push_back({b, buckets_[b]});
+  }
+  p.min = min();
+  p.max = max_;
+  p.sum = sum_;
+  p.sum_sq = sum_sq_;
+  return p;
+}
+
+std::optional<Histogram> Histogram::FromParts(const Parts& p) {
+  Histogram h;
+  size_t last = 0;
+  for (const auto& [b, n] : p.buckets) {
+    if (b >= kBuckets || n == 0 || (h.count_ > 0 && b <= last) || n > UINT64_MAX - h.count_) return std::nullopt;
+    h.buckets_[b] = n;
+    h.count_ += n;
+    last = b;
+  }
+  if (h.count_ == 0) return h;
+  if (p.min > p.max || BucketOf(p.min) != p.buckets.front().first || BucketOf(p.max) != p.buckets.back().first ||
+      !(p.sum >= 0) || !(p.sum_sq >= 0)) {
+    return std::nullopt;
+  }
+  h.min_ = p.min;
+  h.max_ = p.max;
+  h.sum_ = p.sum;
+  h.sum_sq_ = p.sum_sq;
+  return h;
+}
+
 double Histogram::mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0; }
 
 double Histogram::stdev() const {

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace psbench {
@@ -28,10 +30,25 @@ class Histogram {
   // reaches ceil(q * count), reported as the bucket's midpoint clamped to [min, max].
   double Percentile(double q) const;
 
- private:
+  // What a record carries of it: the buckets with a count, in order, and the exact moments.
+  // FromParts is the histogram again, or nullopt when the parts cannot be one (a bucket out
+  // of range or repeated, counts that overflow, min or max outside the buckets recorded or
+  // min above max, a negative sum).
+  struct Parts {
+    std::vector<std::pair<size_t, uint64_t>> buckets;  // (bucket, count > 0), ascending
+    uint64_t min = 0, max = 0;
+    double sum = 0, sum_sq = 0;
+  };
+  Parts ToParts() const;
+  static std::optional<Histogram> FromParts(const Parts& parts);
+
+  // Bucket b holds the values [BucketLow(b), BucketHigh(b)).
   static size_t BucketOf(uint64_t v);
   static uint64_t BucketLow(size_t b);
   static uint64_t BucketHigh(size_t b);  // exclusive
+  static size_t NumBuckets();
+
+ private:
 
   std::vector<uint64_t> buckets_;
   uint64_t count_ = 0;

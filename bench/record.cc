@@ -90,14 +90,15 @@ absl::Status ParseMembers(const std::string& name, const json& v,
 absl::Status Parse(const std::string& name, const json& v, LatencySummary& out) {
   using L = LatencySummary;
   return ParseMembers<L>(name, v, {{"p50", &L::p50}, {"p99", &L::p99}, {"mean", &L::mean}},
-                         {{"min", &L::min}, {"p90", &L::p90}, {"p999", &L::p999}, {"max", &L::max}, {"stdev", &L::stdev}},
+                         {{"min", &L::min}, {"p90", &L::p90}, {"p999", &L::p999}, {"p9999", &L::p9999}, {"max", &L::max},
+                          {"stdev", &L::stdev}},
                          {"count", &L::count}, out);
 }
 json ToJson(const LatencySummary& l) {
   json j = {{"p50", l.p50}, {"p99", l.p99}, {"mean", l.mean}};
   if (l.count) j["count"] = *l.count;
-  for (const auto& [key, v] : {std::pair{"min", l.min}, {"p90", l.p90}, {"p999", l.p999}, {"max", l.max},
-                               {"stdev", l.stdev}}) {
+  for (const auto& [key, v] : {std::pair{"min", l.min}, {"p90", l.p90}, {"p999", l.p999}, {"p9999", l.p9999},
+                               {"max", l.max}, {"stdev", l.stdev}}) {
     if (v) j[key] = *v;
   }
   return j;
@@ -308,6 +309,7 @@ LatencySummary SummarizeLatency(const Histogram& h) {
   l.min = us(static_cast<double>(h.min()));
   l.p90 = us(h.Percentile(0.90));
   l.p999 = us(h.Percentile(0.999));
+  l.p9999 = us(h.Percentile(0.9999));
   l.max = us(static_cast<double>(h.max()));
   l.stdev = us(h.stdev());
   return l;

@@ -27,7 +27,7 @@ namespace psbench {
 struct LatencySummary {
   double p50 = 0, p99 = 0, mean = 0;
   std::optional<uint64_t> count;
-  std::optional<double> min, p90, p999, max, stdev;
+  std::optional<double> min, p90, p999, p9999, max, stdev;
 };
 
 // Seconds per step (or per pass) of a training run: the mean always, the rest where written.

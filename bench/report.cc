@@ -15,6 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
 #include "bench/figures.h"
+#include "bench/load_report.h"
+#include "bench/open_loop.h"
 #include "bench/sysinfo.h"
 #include "fmt/core.h"
 #include "payloads/size.h"
@@ -73,6 +75,7 @@ Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement&
   r.seed = s.payload.seed;
   // The benchmark's own figures (updates records are written by worker/updates_worker.cc).
   if (const BenchmarkKind* kind = FindBenchmarkKind(BenchmarkName(s.benchmark))) kind->fill(m, r);
+  if (m.open_loop) r.extra["load"] = OpenLoopRecord(m);
   r.start_unix_s = absl::ToDoubleSeconds(m.start - absl::UnixEpoch());
   r.end_unix_s = absl::ToDoubleSeconds(m.end - absl::UnixEpoch());
   // What each PS counted itself during the measurement (all workers): with one worker it
@@ -164,6 +167,7 @@ Record AggregateThroughput(const std::vector<Record>& workers) {
   total.rpc_per_ps = rpc_per_ps;
   total.worst_worker_p99_us = worst_p99;
   total.extra["per_worker"] = per_worker;
+  if (LoadPointOf(total)) total.extra["load"] = MergeOpenLoop(workers);
   if (!total.cpu.is_object()) total.cpu = json::object();
   total.cpu["workers"] = worker_cpu;
   total.cpu.erase("worker");
@@ -249,6 +253,7 @@ void TablePrinter::Print(const Record& r) {
   if (bench == "throughput") {
     header += fmt::format(" | {} workers x {} PS", r.workers.value_or(1), r.ps.value_or(0));
   }
+  if (LoadPointOf(r)) header += fmt::format(" | load {}/s per worker", JsonTextAt(LoadOf(r), "schedule"));
   header += fmt::format("\n# {} | seed {} | tls {}\n# {}", absl::StrJoin(MeasurementParts(r), " | "),
                         r.seed.value_or(0), r.Tls().value_or(false) ? "on" : "off", kind->row_note);
   // Where the processes were allowed to run (the JSON also has the CPU each last ran on).

@@ -6,17 +6,14 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "bench/open_loop.h"
 #include "bench/progress.h"
 #include "fmt/core.h"
 
 namespace psbench {
 namespace {
 
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+uint64_t NowNs() { return SteadyNowNs(); }
 
 struct Slot {
   size_t server = 0;
@@ -207,12 +204,17 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
                       deadline);
   };
   Loop loop(scenario, client, payloads);
+  std::optional<OpenLoop> open;
+  if (scenario.load.open()) open.emplace(scenario, client, payloads, LoadSeed(scenario.payload.seed, scenario.worker_index));
+  auto phase = [&](int64_t count, absl::Duration duration, Measurement* m) {
+    return open ? open->Phase(count, duration, m) : loop.Phase(count, duration, m);
+  };
   LoopProgress().plan.store(static_cast<int>(plan_index), std::memory_order_relaxed);
   LoopProgress().StartPhase(LoopCounters::kIdle);  // waiting for the other workers
   if (absl::Status s = sync("warmup"); !s.ok()) return s;
   bool warm_by_count = scenario.warmup_iterations >= 0;
-  if (absl::Status s = loop.Phase(warm_by_count ? scenario.warmup_iterations : 0,
-                                  warm_by_count ? absl::ZeroDuration() : scenario.warmup, nullptr);
+  if (absl::Status s = phase(warm_by_count ? scenario.warmup_iterations : 0,
+                             warm_by_count ? absl::ZeroDuration() : scenario.warmup, nullptr);
       !s.ok()) {
     return s;
   }
@@ -224,7 +226,7 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
   if (!ps_before.ok()) return ps_before.status();
   CpuTimes cpu_before = ProcessCpuTimes();
   m.start = absl::Now();
-  if (absl::Status s = loop.Phase(scenario.iterations, scenario.duration, &m); !s.ok()) return s;
+  if (absl::Status s = phase(scenario.iterations, scenario.duration, &m); !s.ok()) return s;
   m.end = absl::Now();
   CpuTimes cpu_after = ProcessCpuTimes();
   auto ps_after = PsCpu(client, loop.servers(), &m.ps_info);

@@ -3,12 +3,15 @@
 #ifndef PSBENCH_BENCH_RUNNER_H_
 #define PSBENCH_BENCH_RUNNER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "bench/histogram.h"
+#include "bench/load.h"
 #include "bench/scenario.h"
 #include "bench/sysinfo.h"
 #include "payloads/payload.h"
@@ -17,8 +20,27 @@
 
 namespace psbench {
 
+// The steady clock in ns: what the loops time operations with.
+inline uint64_t SteadyNowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// What an open-loop measurement adds (bench/open_loop.h).
+struct OpenLoopFigures {
+  LoadSchedule schedule;
+  uint64_t seed = 0;       // of the measurement's schedule
+  int max_in_flight = 0;
+  Histogram uncorrected;   // ns, from each operation's actual send to its completion
+  Histogram lag;           // ns, each actual send behind its planned start
+  uint64_t planned = 0;    // operations the schedule planned: sent or dropped
+  uint64_t deferred = 0;   // operations that found --max-in-flight out at their planned start
+  uint64_t dropped = 0;    // planned within the time, still kept back when it was up
+};
+
 struct Measurement {
-  Histogram latency;          // per-operation round trip, ns
+  // Per-operation round trip, ns; under open-loop load from each one's planned start.
+  Histogram latency;
   uint64_t ops = 0;           // operations completed in the measurement
   uint64_t bytes = 0;         // payload bytes those operations carried (one way)
   double seconds = 0;         // first start to last completion
@@ -34,6 +56,7 @@ struct Measurement {
   std::vector<uint64_t> ps_sessions_lost;
   // Wall-clock bounds of the measurement, to combine workers' windows.
   absl::Time start, end;
+  std::optional<OpenLoopFigures> open_loop;
 };
 
 // The registered payloads a benchmark sends, and their bytes: one list for every PS, or (a

@@ -65,6 +65,51 @@ uint64_t DefaultPayloadMemory() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
 }
 
+absl::Status CheckLoad(const Scenario& s) {
+  if (!s.load.open() && !s.load_sweep) return absl::OkStatus();
+  if (s.benchmark != Benchmark::kLatency && s.benchmark != Benchmark::kThroughput) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.load_sweep ? "--load-sweep" : "--load", " applies to --benchmark=latency and throughput only (",
+        BenchmarkName(s.benchmark), s.benchmark == Benchmark::kBandwidth ? " keeps --window payloads out)"
+                                                                         : " runs training steps)"));
+  }
+  if (s.load.open() && s.load_sweep) return absl::InvalidArgumentError("give --load or --load-sweep, not both");
+  if (s.load.open() && !(s.load.rate >= kMinLoadRate && s.load.rate <= kMaxLoadRate)) {
+    return absl::InvalidArgumentError(absl::StrCat("--load=", LoadName(s.load), ": the rate must be in [",
+                                                   kMinLoadRate, ", ", kMaxLoadRate, "] per second"));
+  }
+  if (s.load_sweep) {
+    if (absl::Status st = CheckLoadSweep(*s.load_sweep); !st.ok()) return st;
+  }
+  if (s.max_in_flight < 1 || s.max_in_flight > kMaxMaxInFlight) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-in-flight must be in [1, ", kMaxMaxInFlight, "]"));
+  }
+  return absl::OkStatus();
+}
+
+// "load": {"kind", "rate"}, "load_sweep": {"kind", "lo", "hi", "factor"}, "max_in_flight";
+// a scenario without them is closed-loop. Throws what ScenarioFromJson catches.
+absl::Status LoadFromJson(const nlohmann::json& j, Scenario* s) {
+  auto kind = [](const nlohmann::json& o, const char* what) -> absl::StatusOr<LoadKind> {
+    auto parsed = ParseLoadKind(o.at("kind").get<std::string>());
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("scenario: '", what, "' has an unknown kind"));
+    return *parsed;
+  };
+  if (j.contains("load")) {
+    auto k = kind(j["load"], "load");
+    if (!k.ok()) return k.status();
+    s->load = {*k, j["load"].value("rate", 0.0)};
+  }
+  if (j.contains("load_sweep")) {
+    const nlohmann::json& w = j["load_sweep"];
+    auto k = kind(w, "load_sweep");
+    if (!k.ok()) return k.status();
+    s->load_sweep = LoadSweep{*k, w.at("lo").get<double>(), w.at("hi").get<double>(), w.at("factor").get<double>()};
+  }
+  if (j.contains("max_in_flight")) s->max_in_flight = JsonIntegerField<int>(j, "max_in_flight");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
@@ -168,6 +213,7 @@ absl::Status ValidateScenario(const Scenario& s) {
   if (s.outstanding < 1 || s.outstanding > 4096) {
     return absl::InvalidArgumentError("--outstanding must be in [1, 4096]");
   }
+  if (absl::Status st = CheckLoad(s); !st.ok()) return st;
   if (s.num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
   if (s.worker_index < 0 || s.worker_index >= s.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--worker-index=", s.worker_index,
@@ -191,6 +237,10 @@ absl::Status ValidateScenario(const Scenario& s) {
   return absl::OkStatus();
 }
 
+
+std::vector<LoadSchedule> LoadPoints(const Scenario& s) {
+  return s.load_sweep ? SweepPoints(*s.load_sweep) : std::vector<LoadSchedule>{s.load};
+}
 
 nlohmann::json ScenarioToJson(const Scenario& s) {
   nlohmann::json j = {
@@ -226,6 +276,13 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
       {"max_payload_memory", s.max_payload_memory},
   };
   if (s.sweep) j["sizes"] = {s.sweep->first, s.sweep->second};
+  // Rates as numbers: a worker runs exactly the load the driver resolved.
+  if (s.load.open()) j["load"] = {{"kind", LoadKindName(s.load.kind)}, {"rate", s.load.rate}};
+  if (s.load_sweep) {
+    j["load_sweep"] = {{"kind", LoadKindName(s.load_sweep->kind)}, {"lo", s.load_sweep->lo},
+                       {"hi", s.load_sweep->hi}, {"factor", s.load_sweep->factor}};
+  }
+  if (s.load.open() || s.load_sweep) j["max_in_flight"] = s.max_in_flight;
   // Only where they apply: a record names no mode its transport ignores.
   if (!TransportHonoursMode(s.transport)) {
     j.erase("mode");
@@ -299,6 +356,7 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
       if (!rdma.ok()) return rdma.status();
       s.rdma = *rdma;
     }
+    if (absl::Status st = LoadFromJson(j, &s); !st.ok()) return st;
     if (j.contains("sizes")) {
       const nlohmann::json& sizes = j["sizes"];
       std::optional<uint64_t> lo, hi;

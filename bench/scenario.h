@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "bench/load.h"
 #include "inputs/input_file.h"
 #include "payloads/placement.h"
 #include "payloads/spec.h"
@@ -46,6 +47,11 @@ struct Scenario {
 
   int window = 16;      // bandwidth: payloads outstanding
   int outstanding = 8;  // throughput: payloads outstanding per PS
+  // Latency and throughput: the offered load (bench/load.h), or a sweep of it (each rate a
+  // measurement), and the most operations a worker has out under an open-loop load.
+  LoadSchedule load;
+  std::optional<LoadSweep> load_sweep;
+  int max_in_flight = kDefaultMaxInFlight;
   bool validate = false;
   bool busy_poll = false;  // the worker spins on completions instead of sleeping
   uint64_t grpc_tx_zerocopy = 0;  // grpc: MSG_ZEROCOPY from this message size; 0 never
@@ -75,6 +81,9 @@ struct Scenario {
 
 // Cross-field checks; errors name the flag ("--window must be at least 1").
 absl::Status ValidateScenario(const Scenario& s);
+
+// The loads a scenario measures, in order: its sweep's rates, or its one load.
+std::vector<LoadSchedule> LoadPoints(const Scenario& s);
 
 // Whether `s` places its payloads' tensors over `num_ps` PS instead of sending each whole to
 // every PS: a trace in the throughput benchmark over several PS (a trace is a model).

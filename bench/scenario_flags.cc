@@ -32,6 +32,19 @@ ABSL_FLAG(int64_t, iterations, 0,
           "measure this many operations (per PS) instead of --duration");
 ABSL_FLAG(int, window, 16, "bandwidth: payloads outstanding");
 ABSL_FLAG(int, outstanding, 8, "throughput: payloads outstanding per PS");
+ABSL_FLAG(std::string, load, "closed",
+          "latency and throughput: closed (the next operation when one is back) | constant:RATE | "
+          "poisson:RATE (open loop: each worker starts RATE operations per second on a schedule "
+          "seeded by --seed, without waiting for replies; latency counts from each planned start)");
+ABSL_FLAG(std::string, load_sweep, "",
+          "KIND:LO..HI*FACTOR, e.g. poisson:1000..64000*2: an open-loop measurement at each rate, "
+          "latency against achieved rate, and the knee");
+ABSL_FLAG(int, max_in_flight, psbench::kDefaultMaxInFlight,
+          "open-loop load: most operations a worker has out at once; an operation due while "
+          "they are out waits (counted as deferred, timed from its planned start)");
+ABSL_FLAG(std::string, hdr_out, "",
+          "open-loop load: write each measurement's histograms (corrected, uncorrected, sender "
+          "lag) as HdrHistogram percentile text, FILE.<histogram>.hgrm (numbered when several)");
 ABSL_FLAG(bool, validate, false, "checksum every buffer end to end; fail on a mismatch");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "time to reach every PS");
 ABSL_FLAG(absl::Duration, rpc_timeout, absl::Seconds(60), "deadline of each operation");
@@ -45,6 +58,36 @@ ABSL_FLAG(psbench::ByteSize, max_payload_memory, psbench::ByteSize{0},
 namespace psbench {
 
 uint64_t MaxInputSize() { return absl::GetFlag(FLAGS_max_input_size).bytes; }
+
+std::string HdrOutFlag() { return absl::GetFlag(FLAGS_hdr_out); }
+
+namespace {
+
+absl::Status LoadFromFlags(Scenario* s) {
+  auto load = ParseLoad(absl::GetFlag(FLAGS_load));
+  if (!load.ok()) return load.status();
+  s->load = *load;
+  if (std::string sweep = absl::GetFlag(FLAGS_load_sweep); FlagWasSet("load-sweep")) {
+    auto parsed = ParseLoadSweep(sweep);
+    if (!parsed.ok()) return parsed.status();
+    s->load_sweep = *parsed;
+  }
+  s->max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  const bool open = s->load.open() || s->load_sweep;
+  for (const char* f : {"max-in-flight", "hdr-out"}) {
+    if (FlagWasSet(f) && !open) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", f, " applies to an open-loop load only (--load=constant:RATE, poisson:RATE or --load-sweep)"));
+    }
+  }
+  if (open && FlagWasSet("outstanding")) {
+    return absl::InvalidArgumentError(
+        "--outstanding applies to a closed loop; under an open-loop load --max-in-flight bounds what is out");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<Scenario> ScenarioFromFlags() {
   Scenario s;
@@ -112,6 +155,7 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   }
   s.window = absl::GetFlag(FLAGS_window);
   s.outstanding = absl::GetFlag(FLAGS_outstanding);
+  if (absl::Status st = LoadFromFlags(&s); !st.ok()) return st;
   s.validate = absl::GetFlag(FLAGS_validate);
   s.busy_poll = BusyPollFlag();
   auto zerocopy = GrpcTxZerocopyFlag();

@@ -4,6 +4,7 @@
 #define PSBENCH_BENCH_SCENARIO_FLAGS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "bench/scenario.h"
@@ -16,6 +17,9 @@ absl::StatusOr<Scenario> ScenarioFromFlags();
 // --max-input-size in bytes: the cap on every text input of the command (trace, scenario file,
 // report inputs).
 uint64_t MaxInputSize();
+
+// --hdr-out: where an open-loop measurement's histograms go ("" none; bench/hdr_text.h).
+std::string HdrOutFlag();
 
 }  // namespace psbench
 

@@ -11,6 +11,8 @@
 #include "bench/cli.h"
 #include "bench/comparison.h"
 #include "bench/figures.h"
+#include "bench/hdr_text.h"
+#include "bench/load_report.h"
 #include "bench/report.h"
 #include "bench/run_status.h"
 #include "cli/launch/launch.h"
@@ -105,6 +107,7 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
       r.tls = first.Tls().value_or(false);
       r.command = command;
       r.timestamp = timestamp;
+      if (!key.load.empty()) r.extra["load"] = {{"schedule", key.load}, {"rate_per_s", key.load_rate}};
       json values = json::object(), ratios = json::object(), iterations = json::array();
       for (const Figure& f : kind.figures) {
         json v = json::array(), q = json::array();
@@ -210,7 +213,7 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 // completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
                   const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
-                  const std::string& json_path, const std::vector<std::string>& command) {
+                  const std::string& json_path, const std::string& hdr_out, const std::vector<std::string>& command) {
   // Per entry, the headline records of its runs in run order.
   std::vector<std::vector<Record>> headlines(entries.size());
   std::vector<size_t> rows_of_run(runs.size(), 0);  // the first entry's headline count per run
@@ -263,6 +266,10 @@ int RunComparison(const std::vector<CompareEntry>& entries,
   bool any = false;
   for (const auto& h : headlines) any |= !h.empty();
   if (any) PrintComparison(stdout, entries, headlines);
+  std::vector<Record> all;
+  for (const auto& h : headlines) all.insert(all.end(), h.begin(), h.end());
+  PrintOpenLoop(stdout, all);
+  if (int st = WriteHdrOrWarn(hdr_out, all); st != 0 && exit_code == 0) exit_code = st;
   if (failure.empty() && !json_path.empty()) {
     if (absl::Status st = AppendJsonLines(json_path, ComparisonRecords(entries, headlines, command)); !st.ok()) {
       failure = std::string(st.message());

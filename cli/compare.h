@@ -34,11 +34,13 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 using RunOne = std::function<absl::StatusOr<std::vector<Record>>(const Scenario&, size_t plans, int number)>;
 
 // Runs every scenario under every entry, entry by entry, then prints the comparison and
-// appends its records (and every run's) to `json_path`. Stops at the first failed run:
-// prints what completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
+// appends its records (and every run's) to `json_path`; open-loop runs print their table per
+// entry and write their histograms under `hdr_out` (bench/hdr_text.h) when it is not empty.
+// Stops at the first failed run: prints what completed, names the entry on stderr and returns
+// 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
                   const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
-                  const std::string& json_path, const std::vector<std::string>& command);
+                  const std::string& json_path, const std::string& hdr_out, const std::vector<std::string>& command);
 
 }  // namespace psbench
 

@@ -5,9 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "bench/figures.h"
 #include "bench/flag_scope.h"
+#include "bench/hdr_text.h"
+#include "bench/load_report.h"
 #include "bench/report.h"
 #include "bench/run_status.h"
+#include "bench/scenario_flags.h"
 #include "cli/compare.h"
 #include "cli/launch/launch.h"
 #include "cli/launch_flags.h"
@@ -73,7 +77,7 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
           !st.ok()) {
         Die(kProgram, st, kExitUsage);
       }
-      runs.emplace_back(s, plans->size());
+      runs.emplace_back(s, plans->size() * LoadPoints(s).size());  // a record per plan and load
     }
   }
   return runs;
@@ -84,6 +88,7 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
 int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
   TablePrinter table;
   std::vector<TourRow> headlines;
+  std::vector<Record> open_loop;  // for --hdr-out
   const std::string& json_path = session.json_path;
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
@@ -106,6 +111,10 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
       return FailedRunExitCode(results.status());
     }
     for (const Record& rec : *results) table.Print(rec);
+    PrintOpenLoop(stdout, *results);
+    for (const Record& rec : *results) {
+      if (IsHeadline(rec) && LoadPointOf(rec)) open_loop.push_back(rec);
+    }
     if (!json_path.empty()) {
       if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
         fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
@@ -126,7 +135,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     }
     if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
   }
-  return 0;
+  return WriteHdrOrWarn(HdrOutFlag(), open_loop);
 }
 
 }  // namespace
@@ -186,6 +195,9 @@ RunShape CheckRunFlagsOrDie(const Scenario& base) {
 
 int RunSession(Session& session, Scenario base) {
   base.tls = session.options.tls;
+  if (absl::Status st = HdrOutFlag().empty() ? absl::OkStatus() : CheckHdrOut(HdrOutFlag()); !st.ok()) {
+    Die(kProgram, st, kExitUsage);
+  }
   if (FlagWasSet("trainer")) return RunTraining(session, base);
   if (base.benchmark == Benchmark::kUpdates) return RunUpdates(session, base);
   const bool tour = !FlagWasSet("benchmark");
@@ -219,7 +231,7 @@ int RunSession(Session& session, Scenario base) {
     RunOne run_one = [&session](const Scenario& s, size_t plans, int number) {
       return session.Run(s, plans, number);
     };
-    return RunComparison(compare, runs, run_one, session.json_path, o.command);
+    return RunComparison(compare, runs, run_one, session.json_path, HdrOutFlag(), o.command);
   }
   return RunBenchmarks(session, runs, tour);
 }

@@ -15,6 +15,7 @@
 #include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
 #include "bench/flag_scope.h"
+#include "bench/hdr_text.h"
 #include "bench/report.h"
 #include "bench/progress.h"
 #include "bench/runner.h"
@@ -169,14 +170,19 @@ int Main(int argc, char** argv) {
   // A PS holds every outstanding payload it has received: keep that within reason.
   const bool windowed = scenario->benchmark == Benchmark::kBandwidth;
   const bool outstanding = scenario->benchmark == Benchmark::kThroughput;
-  const uint64_t depth = windowed ? scenario->window : outstanding ? scenario->outstanding : 1;
+  const bool open_loop = scenario->load.open() || scenario->load_sweep.has_value();
+  const uint64_t depth = open_loop  ? scenario->max_in_flight
+                         : windowed ? scenario->window
+                         : outstanding ? scenario->outstanding : 1;
   for (const auto& plan : *plans) {
     for (size_t i = 0; i < plan.payloads.size(); ++i) {
       if (depth * plan.Bytes(i) > kMaxInFlightBytes) {
         Die(kProgram,
             absl::StrCat("a ", FormatSize(plan.Bytes(i)), " payload with ", depth,
                          " outstanding would keep over 8 GiB in flight per PS; ",
-                         windowed ? "lower --window" : outstanding ? "lower --outstanding" : "send smaller payloads"),
+                         open_loop  ? "lower --max-in-flight"
+                         : windowed ? "lower --window"
+                         : outstanding ? "lower --outstanding" : "send smaller payloads"),
             kExitUsage);
       }
     }
@@ -185,8 +191,14 @@ int Main(int argc, char** argv) {
   std::string json_path = absl::GetFlag(FLAGS_json);
   // Fail before connecting and measuring, not after.
   // The trace may come from a scenario file, which no --trace flag names.
-  auto check_json_path = [&json_path, &scenario] {
+  std::string hdr_out = HdrOutFlag();
+  // A scenario file's load has not been through the flag checks.
+  if (!hdr_out.empty() && !open_loop) {
+    Die(kProgram, "--hdr-out applies to an open-loop load only (the scenario's load is closed)", kExitUsage);
+  }
+  auto check_json_path = [&json_path, &scenario, &hdr_out] {
     CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}});
+    if (absl::Status s = hdr_out.empty() ? absl::OkStatus() : CheckHdrOut(hdr_out); !s.ok()) Die(kProgram, s, kExitUsage);
   };
   if (!job) check_json_path();
 
@@ -253,6 +265,7 @@ int Main(int argc, char** argv) {
     // Every worker of the job has this same command line: %w tells their files apart. Its
     // index is known only now.
     absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &json_path);
+    absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &hdr_out);
     check_json_path();
   }
 
@@ -289,52 +302,73 @@ int Main(int argc, char** argv) {
   }
   TablePrinter table(json_path == "-" ? stderr : stdout);
   // A status line on a terminal (unless --quiet), and the progress psbench run shows.
-  ProgressReporter progress(*scenario, plans->size(),
+  // Each plan at each load (one, or a sweep's rates): a measurement and a record each.
+  const std::vector<LoadSchedule> loads = LoadPoints(*scenario);
+  ProgressReporter progress(*scenario, plans->size() * loads.size(),
                             scenario->benchmark == Benchmark::kThroughput ? (*client)->num_servers() : 1,
                             absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
+  std::vector<Record> records;
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
     auto set = RegisterPayloads(*scenario, **client, plan, &payloads);
     if (!set.ok()) Die(kProgram, set.status(), ExitCodeFor(set.status()));
-    auto m = RunBenchmark(*scenario, **client, *set, p);
-    if (!m.ok()) {
-      std::string what = m.status().code() != absl::StatusCode::kDataLoss ? "benchmark failed: "
-                         : scenario->validate                                ? "validation failed: "
-                                                                             : "data lost: ";
-      progress.Stop();
-      Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
-    }
-    auto hold = progress.Hold();  // no status line while this plan's results print
-    Record record = MakeRecord(*scenario, plan, *m);
-    record.command = command;
-    for (size_t i = 0; i < set->shards.size(); ++i) {
-      record.shards.push_back({{"ps", (*client)->server_address(i)},
-                               {"tensors", set->shards[i].tensors.size()},
-                               {"bytes", set->shards[i].bytes}});
-    }
-    if (!set->shards.empty() && m->ops > 0) {  // placed: an operation carries one PS's part
-      record.payload_bytes = static_cast<double>(m->bytes) / static_cast<double>(m->ops);
-      record.payload_bytes_exact = false;
-    }
-    if (uint64_t lost = record.peers_lost.value_or(0); lost > 0) {
-      // This worker's figures are its own and complete; the run it is part of lost workers.
-      std::fprintf(stderr,
-                   "%s: warning: %llu other worker%s left the PS during the measurement "
-                   "without a goodbye (killed, crashed, failed or cut off): \"peers_lost\": "
-                   "%llu in the record\n",
-                   kProgram, static_cast<unsigned long long>(lost), lost == 1 ? "" : "s",
-                   static_cast<unsigned long long>(lost));
-    }
-    if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);
-    if (!json_path.empty()) {
-      if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {
-        Die(kProgram, s, kExitRuntime);
+    for (size_t k = 0; k < loads.size(); ++k) {
+      // Each record's config is the one measurement it holds (a scenario a worker can run);
+      // the sweep it belongs to is in its "load".
+      Scenario point = *scenario;
+      point.load = loads[k];
+      point.load_sweep.reset();
+      auto m = RunBenchmark(point, **client, *set, p * loads.size() + k);
+      if (!m.ok()) {
+        std::string what = m.status().code() != absl::StatusCode::kDataLoss ? "benchmark failed: "
+                           : scenario->validate                                ? "validation failed: "
+                                                                               : "data lost: ";
+        progress.Stop();
+        Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
       }
+      auto hold = progress.Hold();  // no status line while this plan's results print
+      Record record = MakeRecord(point, plan, *m);
+      if (scenario->load_sweep) record.extra["load"]["sweep"] = LoadSweepName(*scenario->load_sweep);
+      record.command = command;
+      for (size_t i = 0; i < set->shards.size(); ++i) {
+        record.shards.push_back({{"ps", (*client)->server_address(i)},
+                                 {"tensors", set->shards[i].tensors.size()},
+                                 {"bytes", set->shards[i].bytes}});
+      }
+      if (!set->shards.empty() && m->ops > 0) {  // placed: an operation carries one PS's part
+        record.payload_bytes = static_cast<double>(m->bytes) / static_cast<double>(m->ops);
+        record.payload_bytes_exact = false;
+      }
+      if (uint64_t lost = record.peers_lost.value_or(0); lost > 0) {
+        // This worker's figures are its own and complete; the run it is part of lost workers.
+        std::fprintf(stderr,
+                     "%s: warning: %llu other worker%s left the PS during the measurement "
+                     "without a goodbye (killed, crashed, failed or cut off): \"peers_lost\": "
+                     "%llu in the record\n",
+                     kProgram, static_cast<unsigned long long>(lost), lost == 1 ? "" : "s",
+                     static_cast<unsigned long long>(lost));
+      }
+      if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);
+      if (!json_path.empty()) {
+        if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {
+          Die(kProgram, s, kExitRuntime);
+        }
+      }
+      if (!hdr_out.empty()) records.push_back(std::move(record));
     }
     // Nothing is in flight after a measurement: free this plan's payloads (a sweep to 1 GiB
     // would otherwise hold every size at once).
     for (int id : set->all_ids()) (*client)->Unregister(id);
     payloads.clear();
+  }
+  if (!hdr_out.empty()) {
+    auto written = WriteHdrFiles(hdr_out, records);
+    if (!written.ok()) Die(kProgram, written.status(), kExitRuntime);
+    if (!absl::GetFlag(FLAGS_quiet)) {
+      for (const std::string& line : *written) {
+        std::fprintf(json_path == "-" ? stderr : stdout, "# wrote %s\n", line.c_str());
+      }
+    }
   }
   return 0;
 }

@@ -298,7 +298,7 @@ void Stamp(std::vector<Record>& records, const LaunchOptions& o, const json& pla
 absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans) {
   if (o.timeout > absl::ZeroDuration()) return o.timeout;
   return o.training || s.benchmark == Benchmark::kUpdates ? s.connect_timeout + absl::Hours(1)
-                                                          : RunBudget(s, plans);
+                                                          : RunBudget(s, plans, static_cast<size_t>(o.num_ps));
 }
 
 std::vector<std::string> PsCommandLine(const LaunchOptions& o, const Scenario& s) {

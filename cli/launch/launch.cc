@@ -43,12 +43,23 @@ int FailedRunExitCode(const absl::Status& failure) {
   return ExitCodeFor(failure);
 }
 
-absl::Duration RunBudget(const Scenario& s, size_t plans) {
+absl::Duration RunBudget(const Scenario& s, size_t plans, size_t num_ps) {
   absl::Duration per_plan = absl::Seconds(30) + s.rpc_timeout;
   if (s.warmup_iterations < 0) per_plan += s.warmup;
   if (s.iterations == 0) per_plan += s.duration;
   else per_plan += absl::Minutes(10);  // bounded by the op deadlines in practice
-  return s.connect_timeout + per_plan * static_cast<int64_t>(plans);
+  absl::Duration total = s.connect_timeout + per_plan * static_cast<int64_t>(plans);
+  // Open loop by count: every planned operation is sent, on its schedule; the slowest rate's
+  // schedule sets how long each plan takes (operations of all PS from one worker).
+  if (s.iterations > 0 && (s.load.open() || s.load_sweep)) {
+    const size_t servers = s.benchmark == Benchmark::kThroughput ? std::max<size_t>(num_ps, 1) : 1;
+    const double operations =
+        static_cast<double>(s.iterations + std::max<int64_t>(s.warmup_iterations, 0)) * static_cast<double>(servers);
+    for (const LoadSchedule& load : LoadPoints(s)) {
+      total += absl::Seconds(operations / load.rate) * static_cast<int64_t>(plans / LoadPoints(s).size());
+    }
+  }
+  return total;
 }
 
 absl::StatusOr<std::vector<Record>> MergeWorkerRecords(

@@ -28,9 +28,9 @@ absl::Status InterruptedError();
 // kExitRuntime.
 int FailedRunExitCode(const absl::Status& failure);
 
-// How long a run of `s` with `plans` payload plans may take before the launcher calls it
-// hung (--timeout overrides it).
-absl::Duration RunBudget(const Scenario& s, size_t plans);
+// How long a run of `s` with `plans` measurements (payload plans x load points) against
+// `num_ps` PS may take before the launcher calls it hung (--timeout overrides it).
+absl::Duration RunBudget(const Scenario& s, size_t plans, size_t num_ps);
 
 // Per-worker records (per_worker[w][p]: worker w's result for plan p) in the run's order:
 // each plan's worker records, then, with `aggregate` (throughput), their total. `names[w]`

@@ -39,6 +39,14 @@ def bytes_label(value, _pos=None):
     return f"{value:.0f}" if value == int(value) else f"{value:.3g}"
 
 
+def rate_label(value, _pos=None):
+    """1000, 2k, ..., 1.5M: decimal units, as rates are given (--load-sweep=poisson:1000..64000*2)."""
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.0f}"
+
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
@@ -62,9 +70,14 @@ def draw(plot, styles, outdir):
                     markerfacecolor="none" if dashed else color, linewidth=1.8)
         if "reference" in panel:
             ax.axhline(panel["reference"], color="0.35", linewidth=0.9, linestyle=":")
-        if plot["xaxis"] == "bytes":
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
+        for mark in panel.get("marks", []):
+            ax.axvline(mark["x"], color="0.35", linewidth=0.9, linestyle=":")
+            ax.annotate(mark["label"], (mark["x"], 1), xycoords=("data", "axes fraction"),
+                        xytext=(3, -12), textcoords="offset points", fontsize="small", color="0.35")
+        if plot["xaxis"] in ("bytes", "rate"):
+            # Sizes in powers of two, rates in powers of ten (as they are given).
+            ax.set_xscale("log", base=2 if plot["xaxis"] == "bytes" else 10)
+            ax.xaxis.set_major_formatter(FuncFormatter(bytes_label if plot["xaxis"] == "bytes" else rate_label))
             ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

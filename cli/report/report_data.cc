@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/load_report.h"
 #include "bench/report.h"
 #include "bench/scenario_flags.h"
 #include "inputs/input_file.h"
@@ -48,13 +49,15 @@ absl::StatusOr<Point> ReadPoint(const Input& in, const BenchmarkKind& kind) {
 struct RunKey {
   std::string series, run_id, scheme, payload;
   double bytes;
-  auto Tie() const { return std::tie(series, run_id, scheme, payload, bytes); }
+  std::string load;  // an open-loop sweep's rates are measurements of one run
+  auto Tie() const { return std::tie(series, run_id, scheme, payload, bytes, load); }
   bool operator<(const RunKey& o) const { return Tie() < o.Tie(); }
 };
 
 RunKey RunKeyOf(const Point& p) {
   const Record& r = *p.record;
-  return {p.series, r.RunId(), r.scheme.value_or(""), r.payload_summary.value_or(""), KeyBytes(r)};
+  return {p.series, r.RunId(), r.scheme.value_or(""), r.payload_summary.value_or(""), KeyBytes(r),
+          JsonTextAt(LoadOf(r), "schedule")};
 }
 
 bool IsTotal(const Record& r) { return r.scope.value_or("worker") == "total"; }
@@ -270,11 +273,17 @@ void AddBenchmark(const BenchmarkKind& kind, const std::vector<Point>& rows_from
   std::vector<std::pair<std::string, std::string>> ratios;
   if (ab) ratios.push_back(*ab);
   report.tables.push_back(ComparisonTable(c, series, ratios, measurement));
-  if (std::string(kind.name) == "throughput") {
-    ThroughputPlots(c.rows, series, ab, plots);
-  } else {
-    SizePlots(kind.name, c.rows, series, c.schemes, ab, plots);
+  // Against size, workers or PS: the closed-loop rows; open-loop ones against their rate.
+  Rows closed;
+  for (const auto& [key, cells] : c.rows) {
+    if (key.load.empty()) closed.insert({key, cells});
   }
+  if (std::string(kind.name) == "throughput") {
+    if (!closed.empty()) ThroughputPlots(closed, series, ab, plots);
+  } else if (!closed.empty()) {
+    SizePlots(kind.name, closed, series, c.schemes, ab, plots);
+  }
+  LoadSections(kind.name, c.rows, series, report, plots);
 }
 
 }  // namespace
@@ -308,12 +317,15 @@ json PlotData(const Report& report) {
       }
       json j = {{"ylabel", panel.ylabel}, {"ylog", panel.ylog}, {"lines", lines}};
       if (panel.reference) j["reference"] = *panel.reference;
+      for (const auto& [x, label] : panel.marks) j["marks"].push_back({{"x", x}, {"label", label}});
       panels.push_back(j);
     }
     plots.push_back({{"file", p.file},
                      {"title", p.title},
                      {"xlabel", p.xlabel},
-                     {"xaxis", p.xaxis == Plot::XAxis::kBytes ? "bytes" : "count"},
+                     {"xaxis", p.xaxis == Plot::XAxis::kBytes  ? "bytes"
+                               : p.xaxis == Plot::XAxis::kRate ? "rate"
+                                                               : "count"},
                      {"panels", panels}});
   }
   return {{"format", "psbench-plot/1"}, {"series", report.series}, {"plots", plots}};

@@ -45,6 +45,7 @@ struct PlotPanel {
   std::string ylabel;
   bool ylog = false;
   std::optional<double> reference;  // a horizontal line (1x on a ratio plot)
+  std::vector<std::pair<double, std::string>> marks;  // vertical lines at x, labelled (a knee)
   std::vector<PlotLine> lines;
 };
 
@@ -53,7 +54,8 @@ struct Plot {
   std::string title;
   std::string caption;
   std::string xlabel;
-  enum class XAxis { kBytes, kCount } xaxis = XAxis::kBytes;  // log2 sizes, or integer counts
+  // log2 sizes, integer counts, or log10 rates (operations per second)
+  enum class XAxis { kBytes, kCount, kRate } xaxis = XAxis::kBytes;
   std::vector<PlotPanel> panels;  // side by side
 };
 

@@ -72,6 +72,11 @@ void SizePlots(const std::string& bench, const Rows& rows, const std::vector<std
 void ThroughputPlots(const Rows& rows, const std::vector<std::string>& series,
                      const std::optional<std::pair<std::string, std::string>>& ab, PlotMaker& plots);
 
+// Open-loop measurements (report_load.cc): per series and payload, a table of its rates with
+// the knee, and latency against achieved rate when two or more were measured.
+void LoadSections(const std::string& bench, const Rows& rows, const std::vector<std::string>& series,
+                  Report& report, PlotMaker& plots);
+
 // --- the header (report_header.cc) and the training tables (report_train.cc) ---------------
 void BuildHeader(const std::vector<Input>& records, const std::vector<const Record*>& measured,
                  const std::map<std::string, int>& kinds, const ReportOptions& options,

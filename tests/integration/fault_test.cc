@@ -42,24 +42,6 @@ void ExpectWorkerFailed(Process& worker, const std::string& ps_address, Clock::t
                                                       << err;
 }
 
-// Waits until the worker writing `progress_file` (--progress-file) is measuring. A fixed
-// sleep is not enough: under a sanitizer, starting a worker alone can take longer.
-bool WaitUntilMeasuring(const std::string& progress_file, milliseconds timeout) {
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
-    std::ifstream in(progress_file);
-    std::string line, last;
-    while (std::getline(in, line)) {
-      if (!line.empty()) last = line;
-    }
-    Json j = Json::parse(last, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("phase", 0) == 2 && j.value("phase_ops", uint64_t{0}) > 0)
-      return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return false;
-}
-
 class FaultTest : public IntegrationTest {};
 
 TEST_F(FaultTest, PsKeepsServingAfterLosingAWorker) {

@@ -408,4 +408,42 @@ Json StopAndReadAppliedUpdates(PsServer& ps) {
   return Json();
 }
 
+bool WaitUntilMeasuring(const std::string& progress_file, milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    std::ifstream in(progress_file);
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    Json j = Json::parse(last, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("phase", 0) == 2 && j.value("phase_ops", uint64_t{0}) > 0)
+      return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return false;
+}
+
+// Four tensors in two buckets ({3, 2} ready at 20 ms, {1, 0} at 45 ms), three steps of 60 ms
+// compute; step 1 has no gradient for tensor 0 (its bucket then waits for the compute's end).
+std::string WriteTimedTrace(const TempDir& tmp) {
+  const std::string path = tmp.File("timed.json");
+  std::ofstream(path) << R"({"format": "psbench-trace/2",
+ "tensors": [{"name": "a", "dtype": "float32", "bytes": 4096}, {"name": "b", "dtype": "float32", "bytes": 40000},
+             {"name": "c", "dtype": "float32", "bytes": 256}, {"name": "d", "dtype": "float32", "bytes": 65536}],
+ "buckets": {"tensors": [[3, 2], [1, 0]]},
+ "steps": [
+  {"start_us": 0, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]},
+  {"start_us": 70000, "compute_us": 60000, "ready_us": [null, 44000, 20000, 19000], "bucket_ready_us": [20000, null]},
+  {"start_us": 140000, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]}
+ ]})";
+  return path;
+}
+
+void ExpectRunAndWorkerRefuse(const std::vector<std::string>& flags, const std::vector<std::string>& keywords) {
+  ClosedPort nobody;
+  ExpectOneLineFailure(RunCommand(RunArgv(flags)), 2, "psbench", keywords);
+  ExpectOneLineFailure(RunCommand(WorkerArgv(nobody.address(), flags)), 2, "psbench-worker", keywords);
+}
+
 }  // namespace psbench::testing

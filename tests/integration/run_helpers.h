@@ -99,6 +99,11 @@ RunResult RunCommand(const Argv& argv, milliseconds timeout = seconds(60));
 void ExpectOneLineFailure(const RunResult& r, int code, const std::string& program,
                           const std::vector<std::string>& keywords);
 
+// `flags` are bad input to both `psbench run` and psbench-worker (given a PS that is not
+// there, which the flags must fail before reaching): each exits 2 with one line naming
+// `keywords`.
+void ExpectRunAndWorkerRefuse(const std::vector<std::string>& flags, const std::vector<std::string>& keywords);
+
 inline Argv Concat(Argv a, const Argv& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -168,6 +173,15 @@ nlohmann::json WorkerScenario(const ProcInfo& worker);
 // Waits (at most `timeout`) for a live psbench-worker child of `parent` that is worker
 // `index` of the driver's run number `run` (its run id ends with "-RUN").
 std::optional<ProcInfo> WaitForWorkerOfRun(pid_t parent, int run, int index, milliseconds timeout);
+
+// Waits until the worker writing `progress_file` (--progress-file) is measuring. A fixed
+// sleep is not enough: under a sanitizer, starting a worker alone can take longer.
+bool WaitUntilMeasuring(const std::string& progress_file, milliseconds timeout);
+
+// A small psbench-trace/2 for --replay=timed, written into `tmp`: four tensors (a, b, c, d:
+// 4096, 40000, 256 and 65536 bytes) in two buckets ({3, 2} ready at 20 ms, {1, 0} at 45 ms),
+// three steps of 60 ms compute; step 1 has no gradient for tensor 0. Returns its path.
+std::string WriteTimedTrace(const TempDir& tmp);
 
 // One JSON object per non-empty line; a malformed line is a test failure.
 std::vector<Json> ReadJsonLines(const std::string& path);

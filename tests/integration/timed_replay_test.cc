@@ -14,22 +14,6 @@
 namespace psbench::testing {
 namespace {
 
-// Four tensors in two buckets ({3, 2} ready at 20 ms, {1, 0} at 45 ms), three steps of 60 ms
-// compute; step 1 has no gradient for tensor 0 (its bucket then waits for the compute's end).
-std::string WriteTrace(const TempDir& tmp) {
-  const std::string path = tmp.File("timed.json");
-  std::ofstream(path) << R"({"format": "psbench-trace/2",
- "tensors": [{"name": "a", "dtype": "float32", "bytes": 4096}, {"name": "b", "dtype": "float32", "bytes": 40000},
-             {"name": "c", "dtype": "float32", "bytes": 256}, {"name": "d", "dtype": "float32", "bytes": 65536}],
- "buckets": {"tensors": [[3, 2], [1, 0]]},
- "steps": [
-  {"start_us": 0, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]},
-  {"start_us": 70000, "compute_us": 60000, "ready_us": [null, 44000, 20000, 19000], "bucket_ready_us": [20000, null]},
-  {"start_us": 140000, "compute_us": 60000, "ready_us": [45000, 44000, 20000, 19000], "bucket_ready_us": [20000, 45000]}
- ]})";
-  return path;
-}
-
 // A start's lateness allowed: a sleeping thread's wake-up on a loaded 2-core machine.
 constexpr double kSlackUs = 100000;
 
@@ -80,7 +64,7 @@ class TimedReplayTest : public IntegrationTest {};
 
 TEST_F(TimedReplayTest, BucketsGoWhenReadyAndStepsLastTheirCompute) {
   TempDir tmp;
-  const std::string trace = WriteTrace(tmp), json = tmp.File("r.jsonl");
+  const std::string trace = WriteTimedTrace(tmp), json = tmp.File("r.jsonl");
   for (const char* sync : {"--sync", "--async"}) {
     RunResult r = RunCommand(RunArgv({"--benchmark=updates", "--scheme=trace", "--trace=" + trace, "--replay=timed",
                                       sync, "--num-ps=2", "--num-workers=2", "--steps=4", "--json=" + json}),
@@ -135,7 +119,7 @@ TEST_F(TimedReplayTest, CapturedPyTorchTraceReplaysExactly) {
 
 TEST_F(TimedReplayTest, ReplayFlagsThatCannotWorkAreRefused) {
   TempDir tmp;
-  const std::string timed = WriteTrace(tmp);
+  const std::string timed = WriteTimedTrace(tmp);
   struct Case {
     Argv flags;
     std::vector<std::string> keywords;
@@ -150,13 +134,7 @@ TEST_F(TimedReplayTest, ReplayFlagsThatCannotWorkAreRefused) {
         "--replay=timed"},
        {"--replay=timed", "psbench-trace/2"}},
   };
-  ClosedPort nobody;
-  for (const Case& c : cases) {
-    RunResult run = RunCommand(RunArgv(c.flags));
-    ExpectOneLineFailure(run, 2, "psbench", c.keywords);
-    RunResult w = RunCommand(WorkerArgv(nobody.address(), c.flags));
-    ExpectOneLineFailure(w, 2, "psbench-worker", c.keywords);
-  }
+  for (const Case& c : cases) ExpectRunAndWorkerRefuse(c.flags, c.keywords);
 }
 
 }  // namespace

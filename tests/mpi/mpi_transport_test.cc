@@ -136,6 +136,28 @@ TEST_F(MpiTest, ComparedWithGrpc) {
   EXPECT_EQ(comparisons, 1);
 }
 
+// Open-loop load over both, 2 workers x 2 PS: a table per transport, every planned operation
+// sent and counted in each total.
+TEST_F(MpiTest, OpenLoopLoadComparedWithGrpc) {
+  TempDir tmp;
+  RunResult r = RunCommand(RunArgv({"--transports=grpc,grpc+mpi", "--benchmark=throughput", "--num-ps=2",
+                                    "--num-workers=2", "--load=poisson:1000", "--iterations=200",
+                                    "--warmup-iterations=10", "--json=" + tmp.File("r.jsonl")}),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("# open-loop load, grpc/non-serialized"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# open-loop load, grpc+mpi"), std::string::npos) << r.out;
+  int totals = 0;
+  for (const Json& rec : ReadJsonLines(tmp.File("r.jsonl"))) {
+    if (rec.value("scope", "") != "total" || rec.contains("kind")) continue;  // not the comparison
+    ++totals;
+    EXPECT_EQ(rec["load"]["planned"], 800) << rec.dump();
+    EXPECT_EQ(rec["load"]["completed"], 800) << rec.dump();
+    EXPECT_EQ(rec["load"]["dropped"], 0);
+  }
+  EXPECT_EQ(totals, 2);
+}
+
 // --- the cluster form: mpirun -np P psbench-ps : -np W psbench-worker -------------------------
 
 TEST_F(MpiTest, MpmdFormFindsThePsAndNumbersTheWorkers) {

@@ -24,6 +24,10 @@
 #                      measures: every attack refused, the worker finishes, the PS survives
 #   updates/sync, updates/async  `psbench run --benchmark=updates`, 3 workers x 2 PS: no lost
 #                      update, every parameter exact
+#   run/open-loop      `psbench run --load=poisson:200`, throughput 2 workers x 2 PS: every
+#                      planned operation sent and counted
+#   updates/timed-sync, updates/timed-async  the same with --replay=timed of a small
+#                      psbench-trace/2, 2 workers x 2 PS: timed records, every parameter exact
 # Prints one PASS/FAIL line per case (and the logs of failed ones), a summary, and exits 1 if
 # any case failed, 2 on usage errors. Every process runs under `timeout`; servers are killed
 # on exit. Outputs stay in OUT_DIR (one .out/.err/.jsonl per case).
@@ -552,6 +556,18 @@ if [ "$T" = grpc+verbs ] && selected verbs/port-down && [ -d /sys/class/infiniba
     fi
 fi
 
+# After a `psbench run` case ($rc, $LOG): fails it and returns 0 when the run exited non-zero
+# or wrote to stderr; returns 1 when the run itself was clean.
+run_failed() {
+    if [ "$rc" -ne 0 ]; then
+        fail "$1" "$2" "psbench run exited $rc (124: it hung)" "$LOG"
+    elif [ -s "$LOG.err" ]; then
+        fail "$1" "$2" "psbench run succeeded but wrote to stderr" "$LOG"
+    else
+        return 1
+    fi
+}
+
 # --- no lost update: psbench run --benchmark=updates, 3 workers x 2 PS -------------
 # Every worker pushes integer gradients through kExchange to both PS for 8 steps (2 x 1 MiB,
 # chunked over the RDMA slots, 2 x 10 KiB, 2 x 10 B), sync and async; every parameter must
@@ -573,10 +589,8 @@ for sync in sync async; do
             [[ $line == *'"data_plane":"'*RDMA* ]] && rdma=$((rdma + 1))
         done <"$LOG.jsonl"
     fi
-    if [ "$rc" -ne 0 ]; then
-        fail "$name" "$t0" "psbench run exited $rc (124: it hung)" "$LOG"
-    elif [ -s "$LOG.err" ]; then
-        fail "$name" "$t0" "psbench run succeeded but wrote to stderr" "$LOG"
+    if run_failed "$name" "$t0"; then
+        :
     elif [ "$records" -ne 3 ] || [ "$exact" -ne 3 ]; then
         fail "$name" "$t0" "$exact of $records worker records exact over $T, expected 3 of 3" "$LOG"
     elif [[ $T == *verbs* ]] && [ "$rdma" -ne 3 ]; then
@@ -585,6 +599,79 @@ for sync in sync async; do
         pass "$name" "$t0" "3 workers x 2 PS, 8 $sync steps: every parameter exact"
     fi
 done
+
+# --- timed replay: a captured step replayed as it ran, 2 workers x 2 PS --------------------
+# A small psbench-trace/2 (four tensors in two buckets, one over the 512 KiB receive slot of
+# grpc+verbs, three steps of 50 ms compute) replayed with --replay=timed: each bucket goes
+# when the trace says it became ready, every parameter must come back exact, and each record
+# must say timed, with a latency for every tensor, over $T (and RDMA for grpc+verbs).
+TIMED_TRACE=$OUT/timed-trace.json
+cat >"$TIMED_TRACE" <<'JSON'
+{"format": "psbench-trace/2",
+ "tensors": [{"name": "a", "dtype": "float32", "bytes": 4096}, {"name": "b", "dtype": "float32", "bytes": 600000},
+             {"name": "c", "dtype": "float32", "bytes": 256}, {"name": "d", "dtype": "float32", "bytes": 65536}],
+ "buckets": {"tensors": [[3, 2], [1, 0]]},
+ "steps": [
+  {"start_us": 0, "compute_us": 50000, "ready_us": [35000, 34000, 15000, 14000]},
+  {"start_us": 60000, "compute_us": 50000, "ready_us": [null, 34000, 15000, 14000]},
+  {"start_us": 120000, "compute_us": 50000, "ready_us": [35000, 34000, 15000, 14000]}]}
+JSON
+for sync in sync async; do
+    name=updates/timed-$sync
+    selected "$name" || continue
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" \
+        --benchmark=updates --"$sync" --num-ps=2 --num-workers=2 --steps=3 --scheme=trace \
+        --trace="$TIMED_TRACE" --replay=timed --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
+    records=0 timed=0 rdma=0
+    if [ -f "$LOG.jsonl" ]; then
+        while IFS= read -r line; do
+            records=$((records + 1))
+            [[ $line == *'"result":"exact"'* && $line == *"\"transport\":\"$T\""* &&
+               $line == *'"mode":"timed"'* && $line == *'"per_tensor":[{'* ]] && timed=$((timed + 1))
+            [[ $line == *'"data_plane":"'*RDMA* ]] && rdma=$((rdma + 1))
+        done <"$LOG.jsonl"
+    fi
+    if run_failed "$name" "$t0"; then
+        :
+    elif [ "$records" -ne 2 ] || [ "$timed" -ne 2 ]; then
+        fail "$name" "$t0" "$timed of $records worker records timed and exact over $T, expected 2 of 2" "$LOG"
+    elif [[ $T == *verbs* ]] && [ "$rdma" -ne 2 ]; then
+        fail "$name" "$t0" "the records do not say that RDMA carried the replay" "$LOG"
+    elif ! grep -q '# slowest tensors of worker' "$LOG.out"; then
+        fail "$name" "$t0" "no per-tensor latency table" "$LOG"
+    else
+        pass "$name" "$t0" "2 workers x 2 PS, 3 $sync steps replayed as timed: every parameter exact"
+    fi
+done
+
+# --- open-loop load: Poisson arrivals, 2 workers x 2 PS ------------------------------------
+# Each worker starts pushes at 200/s on its own seeded schedule without waiting for replies;
+# every planned operation must be sent and counted (40 per PS per worker), none dropped, over
+# $T (and RDMA for grpc+verbs).
+name=run/open-loop
+if selected "$name"; then
+    t0=$EPOCHREALTIME rc=0
+    case_log "$name"
+    timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench" run --transport="$T" "${EXTRA[@]}" \
+        --benchmark=throughput --num-ps=2 --num-workers=2 --load=poisson:200 --iterations=40 \
+        --warmup-iterations=4 --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
+    total=$(grep -c '"scope":"total"' "$LOG.jsonl" 2>/dev/null || true)
+    complete=$(grep '"scope":"total"' "$LOG.jsonl" 2>/dev/null | grep -c '"completed":160,"corrected_us"' || true)
+    rdma=$(grep -c '"data_plane":"[^"]*RDMA' "$LOG.jsonl" 2>/dev/null || true)
+    if run_failed "$name" "$t0"; then
+        :
+    elif [ "$total" -ne 1 ] || [ "$complete" -ne 1 ]; then
+        fail "$name" "$t0" "the total record does not count 160 completed operations" "$LOG"
+    elif [[ $T == *verbs* ]] && [ "$rdma" -lt 3 ]; then
+        fail "$name" "$t0" "the records do not say that RDMA carried the load" "$LOG"
+    elif ! grep -q '# open-loop load, ' "$LOG.out"; then
+        fail "$name" "$t0" "no open-loop table" "$LOG"
+    else
+        pass "$name" "$t0" "2 workers x 2 PS, Poisson 200/s each: 160 operations planned and completed"
+    fi
+fi
 
 # --- summary ---------------------------------------------------------------------------------
 total=$((PASSED + ${#FAILED[@]}))

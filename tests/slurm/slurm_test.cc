@@ -292,6 +292,33 @@ TEST_F(SlurmTest, TransportsComparesGrpcWithGrpcMpi) {
 #endif
 }
 
+// Through srun steps, as psbench run: an open-loop load (every planned operation sent and
+// counted) and a captured step replayed as timed (every parameter exact).
+TEST_F(SlurmTest, OpenLoopLoadAndTimedReplay) {
+  const std::string open = tmp_.File("open.jsonl"), timed = tmp_.File("timed.jsonl");
+  RunResult r = RunCommand(SallocPsbenchN(2, {"--benchmark=latency", "--sizes=1K:1K", "--load=poisson:500",
+                                              "--warmup-iterations=10", "--iterations=200", "--connect-timeout=20s",
+                                              "--json=" + open}),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<Json> records = ReadJsonLines(open);
+  ASSERT_EQ(records.size(), 1u) << r.Describe();
+  EXPECT_EQ(records[0]["load"]["completed"], 200) << r.Describe();
+  EXPECT_EQ(records[0]["cluster"]["launcher"], "slurm");
+  r = RunCommand(SallocPsbenchN(4, {"--benchmark=updates", "--scheme=trace", "--trace=" + WriteTimedTrace(tmp_),
+                                    "--replay=timed", "--num-ps=2", "--steps=3", "--connect-timeout=20s",
+                                    "--json=" + timed}),
+                 seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  records = ReadJsonLines(timed);
+  ASSERT_EQ(records.size(), 2u) << r.Describe();
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["result"], "exact") << rec.dump();
+    EXPECT_EQ(rec["replay"]["mode"], "timed");
+    EXPECT_EQ(rec["cluster"]["launcher"], "slurm");
+  }
+}
+
 TEST_F(SlurmTest, UpdatesTwoWorkersTwoPsAreExact) {
   for (const char* mode : {"--sync", "--async"}) {
     SCOPED_TRACE(mode);

@@ -149,6 +149,34 @@ TEST_F(SshLaunchTest, UpdatesTwoWorkersTwoPsAreExact) {
   }
 }
 
+// Through the launch path, as psbench run: an open-loop load (every planned operation sent and
+// counted) and a captured step replayed as timed (every parameter exact).
+TEST_F(SshLaunchTest, OpenLoopLoadAndTimedReplay) {
+  const std::string hostfile = tmp_.Write("hosts", Slots(4));
+  const std::string open = tmp_.File("open.jsonl"), timed = tmp_.File("timed.jsonl");
+  RunResult r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=latency", "--sizes=1K:1K", "--load=poisson:500",
+                                                 "--warmup-iterations=10", "--iterations=200",
+                                                 "--connect-timeout=20s", "--json=" + open}),
+                           seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(open);
+  ASSERT_EQ(records.size(), 1u) << r.Describe();
+  EXPECT_EQ(records[0]["load"]["completed"], 200) << r.Describe();
+  EXPECT_EQ(records[0]["cluster"].value("launcher", ""), "ssh");
+  r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=updates", "--scheme=trace", "--trace=" + WriteTimedTrace(tmp_),
+                                       "--replay=timed", "--num-ps=2", "--steps=3", "--connect-timeout=20s",
+                                       "--json=" + timed}),
+                 seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  records = ReadJsonLines(timed);
+  ASSERT_EQ(records.size(), 2u) << r.Describe();
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec.value("result", ""), "exact") << rec.dump();
+    EXPECT_EQ(rec["replay"]["mode"], "timed");
+    EXPECT_EQ(rec["cluster"].value("launcher", ""), "ssh");
+  }
+}
+
 TEST_F(SshLaunchTest, TransportsComparesTwoModes) {
   const std::string hostfile = tmp_.Write("hosts", Slots(2)), json = tmp_.File("r.jsonl");
   RunResult r = RunCommand(PsbenchSsh(hostfile, {"--benchmark=latency", "--transports=grpc/serialized,grpc",

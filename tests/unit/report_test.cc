@@ -176,6 +176,52 @@ TEST(ReportLatencyTest, RepeatedRowsShowTheMedianAndShortRunsNoP99) {
   EXPECT_THAT(r.plots[0].panels[0].lines[1].x, ElementsAre(8));
 }
 
+// An open-loop latency record at `rate`/s: corrected p50 and p99, achieved as given.
+json OpenLoop(const std::string& mode, double rate, double achieved, double p50, double p99, uint64_t dropped = 0) {
+  json r = Latency(mode, 1024, p50, p99, p50);
+  r["load"] = {{"schedule", "poisson:" + std::to_string(static_cast<int>(rate))},
+               {"kind", "poisson"},
+               {"rate_per_s", rate},
+               {"offered_per_s", rate},
+               {"achieved_per_s", achieved},
+               {"deferred", dropped},
+               {"dropped", dropped},
+               {"corrected_us", {{"p50", p50}, {"p99", p99}, {"p999", p99}, {"p9999", p99}}},
+               {"uncorrected_us", {{"p50", p50 / 2}, {"p99", p99 / 2}}},
+               {"lag_us", {{"p99", 1.0}}}};
+  return r;
+}
+
+// A sweep's rates are rows of their own in the comparison, and each series gets a table of
+// its rates with the knee and a plot against achieved rate marking it; no plot against size.
+TEST(ReportLoadTest, SweepTablesAndPlotsPerSeriesWithTheKnee) {
+  Report r = Build({OpenLoop("non-serialized", 1000, 1000, 50, 100), OpenLoop("non-serialized", 2000, 2000, 50, 110),
+                    OpenLoop("non-serialized", 4000, 3000, 900, 5000, 12), OpenLoop("serialized", 1000, 1000, 60, 120),
+                    OpenLoop("serialized", 2000, 2000, 60, 130), OpenLoop("serialized", 4000, 4000, 61, 140)});
+  const Table* t = FindTable(r, "latency");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->rows.size(), 3u) << "one row per rate";
+  EXPECT_EQ(t->rows[2][2], "poisson:4000");
+  const Table* a = FindTable(r, "load-2");
+  const Table* b = FindTable(r, "load-3");
+  ASSERT_TRUE(a && b);
+  EXPECT_THAT(a->title, HasSubstr("grpc/non-serialized"));
+  EXPECT_THAT(a->notes, ::testing::Contains(HasSubstr("Knee: 4000/s offered (3000/s achieved)")));
+  EXPECT_THAT(b->notes, ::testing::Contains(HasSubstr("No knee up to 4000/s")));
+  ASSERT_EQ(a->rows.size(), 3u);
+  EXPECT_THAT(a->rows[2], ElementsAre("4000", "3000", "900.0", "5000.0", "5000.0", "5000.0", "450.0", "2500.0", "1.0", "12", "12"));
+  ASSERT_EQ(r.plots.size(), 2u) << "a plot per series against rate, none against size";
+  const Plot& p = r.plots[0];
+  EXPECT_EQ(p.xaxis, Plot::XAxis::kRate);
+  ASSERT_EQ(p.panels.size(), 1u);
+  EXPECT_THAT(p.panels[0].lines[1].x, ElementsAre(1000, 2000, 3000));
+  ASSERT_EQ(p.panels[0].marks.size(), 1u);
+  EXPECT_EQ(p.panels[0].marks[0].first, 3000);
+  EXPECT_TRUE(r.plots[1].panels[0].marks.empty());
+  EXPECT_EQ(PlotData(r)["plots"][0]["xaxis"], "rate");
+  EXPECT_EQ(PlotData(r)["plots"][0]["panels"][0]["marks"][0]["label"], "knee");
+}
+
 TEST(ReportBandwidthTest, LabelsAreSeriesAndOneSizeMakesNoPlot) {
   Report r = Build({Bandwidth("ipoib", 65536, 1000), Bandwidth("rdma", 65536, 3000)});
   EXPECT_THAT(r.series, ElementsAre("ipoib", "rdma"));

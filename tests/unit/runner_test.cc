@@ -157,5 +157,64 @@ TEST_F(RunnerTest, DamagedPayloadStopsTheLoopWithDataLoss) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << m.status();
 }
 
+// Open loop by count: every planned operation sent and counted once, each timed three ways,
+// and the record's "load" says what was planned and what came of it.
+TEST_F(RunnerTest, OpenLoopSendsEveryPlannedOperationOnce) {
+  StartPs(2);
+  scenario_.benchmark = Benchmark::kThroughput;
+  scenario_.load = {LoadKind::kConstant, 20000};
+  scenario_.warmup_iterations = 10;
+  scenario_.iterations = 200;  // per PS
+  nlohmann::json r;
+  auto m = Run(&r);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->open_loop.has_value());
+  EXPECT_EQ(m->ops, 400u);
+  EXPECT_EQ(m->ops_per_ps[0], 200u) << "operations go to the PS in turn";
+  EXPECT_EQ(m->ps_rpcs[1], 200u);
+  EXPECT_EQ(m->latency.count(), 400u);
+  EXPECT_EQ(m->open_loop->uncorrected.count(), 400u);
+  EXPECT_EQ(m->open_loop->lag.count(), 400u);
+  EXPECT_EQ(m->open_loop->planned, 400u);
+  EXPECT_EQ(m->open_loop->dropped, 0u);
+  // 400 operations at 20000/s: the schedule takes 20 ms, which the measurement cannot beat.
+  EXPECT_GE(m->seconds, 399 / 20000.0);
+  // From the planned start is never shorter than from the send.
+  EXPECT_GE(m->latency.max(), m->open_loop->uncorrected.max());
+  const nlohmann::json& load = r["load"];
+  EXPECT_EQ(load["schedule"], "constant:20000");
+  EXPECT_EQ(load["planned"], 400);
+  EXPECT_EQ(load["completed"], 400);
+  EXPECT_EQ(load["offered_per_s"], 20000.0);
+  EXPECT_NEAR(load["achieved_per_s"].get<double>(), 400 / m->seconds, 1e-6 * 20000);
+  for (const char* h : {"corrected", "uncorrected", "lag"}) EXPECT_TRUE(load["histograms"].contains(h)) << h;
+  EXPECT_EQ(load["corrected_us"]["count"], 400);
+  EXPECT_EQ(r["rpc_latency_us"]["count"], 400) << "the record's latency is the corrected one";
+}
+
+// A rate far over what one slot can carry: operations due while --max-in-flight are out wait
+// (deferred, timed from their planned start); by time, those still waiting at the end are
+// dropped and counted, never silently skipped.
+TEST_F(RunnerTest, OpenLoopDefersAtTheCapAndCountsWhatIsDropped) {
+  StartPs(1);
+  scenario_.benchmark = Benchmark::kLatency;
+  scenario_.sweep = std::make_pair(uint64_t{64}, uint64_t{64});  // quick operations: many of them
+  scenario_.load = {LoadKind::kConstant, 1e8};
+  scenario_.max_in_flight = 1;
+  scenario_.warmup_iterations = 0;
+  scenario_.duration = absl::Milliseconds(50);
+  nlohmann::json r;
+  auto m = Run(&r);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const OpenLoopFigures& f = *m->open_loop;
+  EXPECT_GT(f.deferred, 0u);
+  EXPECT_GT(f.dropped, 0u);
+  EXPECT_EQ(f.planned, m->ops + f.dropped) << "every planned operation was sent or dropped";
+  EXPECT_EQ(r["load"]["dropped"], f.dropped);
+  EXPECT_LT(r["load"]["achieved_per_s"].get<double>(), 1e8);
+  // The operations waited for the slot: corrected latency far above the send-to-reply one.
+  EXPECT_GT(m->latency.Percentile(0.5), 10 * f.uncorrected.Percentile(0.5));
+}
+
 }  // namespace
 }  // namespace psbench

@@ -1,0 +1,163 @@
+// Open-loop load (--load, --load-sweep, --max-in-flight, --hdr-out) with the real binaries:
+// a PS paused mid-run shows in the latency from the planned start and not in the one from the
+// send; the achieved rate is the offered one well below saturation; a sweep on loopback finds
+// its knee; throughput totals merge the workers' histograms; the histograms are written as
+// HdrHistogram text; bad schedules exit 2 with one line.
+#include <csignal>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/run_helpers.h"
+
+namespace psbench::testing {
+namespace {
+
+// A record's "load" for a failure message: without its histograms (thousands of numbers).
+std::string Brief(Json load) {
+  load.erase("histograms");
+  return load.dump();
+}
+
+class OpenLoopTest : public IntegrationTest {};
+
+// One worker at 1000/s with one operation out at most; the PS stopped for 300 ms mid-run.
+// Operations planned during the pause wait for it (and for the one out), so the latency from
+// their planned start carries it; each, once sent, is answered as fast as ever, so the latency
+// from the send does not. A closed-loop client would report only the latter.
+TEST_F(OpenLoopTest, APausedPsShowsInCorrectedLatencyNotInUncorrected) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl");
+  Process worker(WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=64:64", "--load=constant:1000", "--max-in-flight=1",
+                                            "--warmup-iterations=0", "--duration=3s", "--quiet",
+                                            "--progress-file=" + tmp.File("progress"), "--json=" + json}));
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
+  std::this_thread::sleep_for(milliseconds(800));
+  ps->process().Signal(SIGSTOP);
+  std::this_thread::sleep_for(milliseconds(300));
+  ps->process().Signal(SIGCONT);
+  ASSERT_EQ(worker.Wait(seconds(60)), std::optional<int>(0)) << worker.Stderr();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 1u);
+  const Json& load = records[0]["load"];
+  const double corrected_p99 = load["corrected_us"]["p99"].get<double>();
+  const double uncorrected_p99 = load["uncorrected_us"]["p99"].get<double>();
+  // About 300 of 3000 operations were planned in the pause: the slowest 1 % waited most of it.
+  EXPECT_GT(corrected_p99, 150000) << Brief(load);
+  EXPECT_LT(uncorrected_p99, corrected_p99 / 4) << Brief(load);
+  EXPECT_GT(load["uncorrected_us"]["max"].get<double>(), 250000) << "the one out during the pause";
+  EXPECT_GT(load["deferred"].get<uint64_t>(), 100u) << Brief(load);
+  EXPECT_GT(load["lag_us"]["p99"].get<double>(), 100000) << "sends fell behind their plan";
+  EXPECT_EQ(load["dropped"], 0) << "the backlog was sent within the time";
+  EXPECT_EQ(records[0]["latency_us"]["p99"], load["corrected_us"]["p99"]);
+}
+
+// Well below saturation the worker keeps to the schedule: achieved within 1 % of offered, every
+// planned operation sent, over grpc in both wire modes.
+TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl"), hdr = tmp.File("h");
+  for (const char* mode : {"--mode=non-serialized", "--mode=serialized"}) {
+    RunResult r = RunCommand(RunArgv({"--benchmark=latency", mode, "--sizes=64:64", "--load=constant:2000", "--iterations=4000",
+                                      "--warmup-iterations=200", "--json=" + json}),
+                             seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_NE(r.out.find("# open-loop load, grpc/"), std::string::npos) << r.out;
+  }
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 2u);
+  for (const Json& rec : records) {
+    const Json& load = rec["load"];
+    EXPECT_EQ(load["planned"], 4000);
+    EXPECT_EQ(load["completed"], 4000);
+    EXPECT_EQ(load["dropped"], 0);
+    EXPECT_EQ(load["offered_per_s"], 2000.0);
+    EXPECT_NEAR(load["achieved_per_s"].get<double>(), 2000, 20) << Brief(load);
+    EXPECT_EQ(rec["config"]["load"]["kind"], "constant") << "the record says how it was loaded";
+    EXPECT_EQ(load["seed"].is_number_unsigned(), true);
+  }
+}
+
+// Rates from easy to far past what loopback carries: the sweep reports every rate and the
+// knee; the histograms of each go to --hdr-out, numbered, as HdrHistogram text.
+TEST_F(OpenLoopTest, SweepFindsTheKneeAndWritesHistograms) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl"), hdr = tmp.File("h");
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=64:64", "--load-sweep=poisson:500..256000*8", "--duration=0.5s",
+                                    "--warmup=0.2s", "--max-in-flight=64", "--json=" + json, "--hdr-out=" + hdr}),
+                           seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 4u);
+  const double rates[] = {500, 4000, 32000, 256000};
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i]["load"]["rate_per_s"], rates[i]);
+    EXPECT_EQ(records[i]["load"]["sweep"], "poisson:500..256000*8");
+    EXPECT_EQ(records[i]["config"]["load"]["rate"], rates[i]) << "the config is the measurement's own";
+    EXPECT_FALSE(records[i]["config"].contains("load_sweep"));
+  }
+  EXPECT_LT(records[3]["load"]["achieved_per_s"].get<double>(), 0.95 * 256000) << "loopback gRPC cannot carry 256k/s";
+  EXPECT_NE(r.out.find("# knee: "), std::string::npos) << r.out;
+  for (int n = 1; n <= 4; ++n) {
+    for (const char* which : {"corrected", "uncorrected", "lag"}) {
+      const std::string path = hdr + "." + std::to_string(n) + "." + which + ".hgrm";
+      const std::string text = ReadFile(path);
+      EXPECT_NE(text.find("1/(1-Percentile)"), std::string::npos) << path;
+      EXPECT_NE(text.find("#[Max     = "), std::string::npos) << path;
+    }
+  }
+  EXPECT_NE(r.out.find("# wrote " + hdr + ".4.{corrected,uncorrected,lag}.hgrm"), std::string::npos) << r.out;
+}
+
+// Throughput, 2 workers x 2 PS, Poisson: each worker's schedule is its own (seeded apart);
+// the total adds their operations and merges their histograms.
+TEST_F(OpenLoopTest, ThroughputTotalMergesTheWorkers) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl");
+  RunResult r = RunCommand(RunArgv({"--benchmark=throughput", "--sizes=1K:1K", "--num-ps=2", "--num-workers=2", "--load=poisson:1000",
+                                    "--iterations=300", "--warmup-iterations=20", "--json=" + json}),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 3u);
+  const Json& total = records[2];
+  ASSERT_EQ(total["scope"], "total");
+  EXPECT_EQ(total["load"]["completed"], 1200) << "300 per PS from each worker";
+  EXPECT_EQ(total["load"]["corrected_us"]["count"], 1200);
+  EXPECT_EQ(total["load"]["offered_per_s"], 2000.0);
+  EXPECT_NE(records[0]["load"]["seed"], records[1]["load"]["seed"]);
+  EXPECT_EQ(total["load"]["workers"], 2);
+}
+
+TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
+  TempDir tmp;
+  struct Case {
+    Argv flags;
+    std::vector<std::string> keywords;
+  };
+  const std::vector<Case> cases = {
+      {{"--benchmark=latency", "--load=poisson:0"}, {"--load=poisson:0", "above 0"}},
+      {{"--benchmark=latency", "--load=poisson:-5"}, {"--load", "above 0"}},
+      {{"--benchmark=latency", "--load=poisson:fast"}, {"--load", "not a rate"}},
+      {{"--benchmark=latency", "--load=poisson"}, {"--load", "give the rate"}},
+      {{"--benchmark=latency", "--load=sometimes:5"}, {"--load", "constant:RATE"}},
+      {{"--benchmark=latency", "--load-sweep=poisson:1000..500*2"}, {"--load-sweep", "LO is above HI"}},
+      {{"--benchmark=latency", "--load-sweep=poisson:10..1000*1"}, {"--load-sweep", "never reaches HI"}},
+      {{"--benchmark=latency", "--load-sweep=poisson:10..1000"}, {"--load-sweep", "KIND:LO..HI*FACTOR"}},
+      {{"--benchmark=latency", "--load=constant:10", "--load-sweep=poisson:10..1000*2"}, {"--load", "not both"}},
+      {{"--benchmark=bandwidth", "--load=constant:10"}, {"--load", "--benchmark=latency"}},
+      {{"--benchmark=latency", "--load=constant:10", "--max-in-flight=0"}, {"--max-in-flight"}},
+      {{"--benchmark=latency", "--max-in-flight=8"}, {"--max-in-flight", "open-loop"}},
+      {{"--benchmark=latency", "--hdr-out=" + tmp.File("h")}, {"--hdr-out", "open-loop"}},
+      {{"--benchmark=throughput", "--load=constant:10", "--outstanding=4"}, {"--outstanding", "--max-in-flight"}},
+      {{"--benchmark=latency", "--load=constant:10", "--hdr-out=" + tmp.File("no/such/dir/h")}, {"--hdr-out", "cannot write"}},
+  };
+  for (const Case& c : cases) ExpectRunAndWorkerRefuse(c.flags, c.keywords);
+}
+
+}  // namespace
+}  // namespace psbench::testing
