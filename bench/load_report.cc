@@ -48,7 +48,8 @@ double JsonNumberAt(const json& o, const char* key) {
 uint64_t JsonCountAt(const json& o, const char* key) {
   if (!o.is_object()) return 0;
   auto it = o.find(key);
-  return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  if (it == o.end() || !it->is_number_integer()) return 0;
+  return it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(it->get<int64_t>(), 0));
 }
 
 const json& LoadOf(const Record& r) { return JsonObjectAt(r.extra, "load"); }

@@ -132,6 +132,15 @@ absl::Status OpenLoop::Phase(int64_t count, absl::Duration duration, Measurement
     const bool can_send = has_next && !free_.empty();
     absl::Time deadline = absl::Now() + patience;
     uint64_t wake_ns = 0;  // when a timed wait is meant to end; 0: none
+    bool until_time_up = false;  // waiting on the cap, at most until the time is up
+    if (!can_send && has_next && !by_count) {
+      const uint64_t now = NowNs();
+      const absl::Duration left = absl::Nanoseconds(start + span_ns > now ? start + span_ns - now : 0);
+      if (left < patience) {
+        deadline = absl::Now() + left;
+        until_time_up = true;
+      }
+    }
     if (can_send) {
       const uint64_t now = NowNs();
       if (s_.busy_poll || next_at <= now + spin_ns_) {
@@ -151,7 +160,8 @@ absl::Status OpenLoop::Phase(int64_t count, absl::Duration duration, Measurement
     if (in_flight == 0) continue;
     auto c = client_.Next(deadline);
     if (!c.ok()) {
-      if (can_send) {
+      if (c.status().code() != absl::StatusCode::kDeadlineExceeded) return c.status();
+      if (can_send || until_time_up) {
         if (wake_ns != 0) Woke(wake_ns);
         continue;
       }
@@ -161,6 +171,12 @@ absl::Status OpenLoop::Phase(int64_t count, absl::Duration duration, Measurement
     if (!c->status.ok()) return c->status;
     const uint64_t done = NowNs();
     --in_flight;
+    // The next operation fell due while every slot was out (the worker was waiting for this
+    // reply): deferred, though it goes at once now.
+    if (free_.empty() && has_next && next_at <= done && !deferred) {
+      ++f.deferred;
+      deferred = true;
+    }
     const Slot& slot = slots_[c->tag];
     free_.push_back(static_cast<uint32_t>(c->tag));
     if (m != nullptr) {

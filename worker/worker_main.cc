@@ -88,7 +88,7 @@ absl::StatusOr<Scenario> LoadScenario() {
   }
   for (const auto& flag : FlagsSet()) {
     static const std::set<std::string> kAllowed = {
-        "scenario", "scenario-base64", "cpu", "json", "quiet", "progress-file",
+        "scenario", "scenario-base64", "cpu", "json", "hdr-out", "quiet", "progress-file",
         "exit-on-stdin-close", "fatal-line",
         // Which worker of the run this is: the one thing that differs between them.
         "worker-index",

@@ -49,15 +49,15 @@ absl::Duration RunBudget(const Scenario& s, size_t plans, size_t num_ps) {
   if (s.iterations == 0) per_plan += s.duration;
   else per_plan += absl::Minutes(10);  // bounded by the op deadlines in practice
   absl::Duration total = s.connect_timeout + per_plan * static_cast<int64_t>(plans);
-  // Open loop by count: every planned operation is sent, on its schedule; the slowest rate's
-  // schedule sets how long each plan takes (operations of all PS from one worker).
-  if (s.iterations > 0 && (s.load.open() || s.load_sweep)) {
+  // Open loop by count (warm-up or measurement): every planned operation is sent on its
+  // schedule, which sets how long that phase takes at each rate (all PS from one worker).
+  const std::vector<LoadSchedule> loads = LoadPoints(s);
+  const int64_t counted = std::max<int64_t>(s.iterations, 0) + std::max<int64_t>(s.warmup_iterations, 0);
+  if ((s.load.open() || s.load_sweep) && counted > 0 && !loads.empty()) {
     const size_t servers = s.benchmark == Benchmark::kThroughput ? std::max<size_t>(num_ps, 1) : 1;
-    const double operations =
-        static_cast<double>(s.iterations + std::max<int64_t>(s.warmup_iterations, 0)) * static_cast<double>(servers);
-    for (const LoadSchedule& load : LoadPoints(s)) {
-      total += absl::Seconds(operations / load.rate) * static_cast<int64_t>(plans / LoadPoints(s).size());
-    }
+    const double operations = static_cast<double>(counted) * static_cast<double>(servers);
+    const int64_t plans_per_load = static_cast<int64_t>(plans / loads.size());
+    for (const LoadSchedule& load : loads) total += absl::Seconds(operations / load.rate) * plans_per_load;
   }
   return total;
 }

@@ -22,8 +22,8 @@ std::string Us(double v) { return Fixed(v, 1); }
 void LoadSections(const std::string& bench, const Rows& rows, const std::vector<std::string>& series,
                   Report& report, PlotMaker& plots) {
   // Per series and payload (scheme, bytes, workers, PS): its open-loop records, rising rates.
-  // series, its order, bytes, scheme, workers, PS, load kind
-  using Group = std::tuple<std::string, int, double, std::string, int, int, std::string>;
+  // series, its order, bytes, scheme, workers, PS, load kind, payload
+  using Group = std::tuple<std::string, int, double, std::string, int, int, std::string, std::string>;
   std::map<Group, std::vector<const Record*>> groups;
   for (const auto& [key, cells] : rows) {
     if (key.load.empty()) continue;
@@ -32,7 +32,8 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
       if (it == cells.end()) continue;
       const auto order = std::find(series.begin(), series.end(), s) - series.begin();
       const Record* r = it->second.records[0];
-      groups[{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps, JsonTextAt(LoadOf(*r), "kind")}]
+      groups[{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps, JsonTextAt(LoadOf(*r), "kind"),
+              key.payload}]
           .push_back(r);
     }
   }

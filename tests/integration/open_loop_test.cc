@@ -23,7 +23,7 @@ std::string Brief(Json load) {
 
 class OpenLoopTest : public IntegrationTest {};
 
-// One worker at 1000/s with one operation out at most; the PS stopped for 300 ms mid-run.
+// One worker at 250/s with one operation out at most; the PS stopped for 300 ms mid-run.
 // Operations planned during the pause wait for it (and for the one out), so the latency from
 // their planned start carries it; each, once sent, is answered as fast as ever, so the latency
 // from the send does not. A closed-loop client would report only the latter.
@@ -32,7 +32,7 @@ TEST_F(OpenLoopTest, APausedPsShowsInCorrectedLatencyNotInUncorrected) {
   ASSERT_TRUE(ps);
   TempDir tmp;
   const std::string json = tmp.File("r.jsonl");
-  Process worker(WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=64:64", "--load=constant:1000", "--max-in-flight=1",
+  Process worker(WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=64:64", "--load=constant:250", "--max-in-flight=1",
                                             "--warmup-iterations=0", "--duration=3s", "--quiet",
                                             "--progress-file=" + tmp.File("progress"), "--json=" + json}));
   ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
@@ -46,23 +46,25 @@ TEST_F(OpenLoopTest, APausedPsShowsInCorrectedLatencyNotInUncorrected) {
   const Json& load = records[0]["load"];
   const double corrected_p99 = load["corrected_us"]["p99"].get<double>();
   const double uncorrected_p99 = load["uncorrected_us"]["p99"].get<double>();
-  // About 300 of 3000 operations were planned in the pause: the slowest 1 % waited most of it.
+  // About 75 of 750 operations were planned in the pause: the slowest 1 % waited most of it.
   EXPECT_GT(corrected_p99, 150000) << Brief(load);
   EXPECT_LT(uncorrected_p99, corrected_p99 / 4) << Brief(load);
   EXPECT_GT(load["uncorrected_us"]["max"].get<double>(), 250000) << "the one out during the pause";
-  EXPECT_GT(load["deferred"].get<uint64_t>(), 100u) << Brief(load);
+  EXPECT_GT(load["deferred"].get<uint64_t>(), 40u) << Brief(load);
   EXPECT_GT(load["lag_us"]["p99"].get<double>(), 100000) << "sends fell behind their plan";
-  EXPECT_EQ(load["dropped"], 0) << "the backlog was sent within the time";
+  // Sent or dropped, never lost (a slow machine, a sanitizer's, may not catch up in time).
+  EXPECT_EQ(load["planned"].get<uint64_t>(), load["completed"].get<uint64_t>() + load["dropped"].get<uint64_t>());
   EXPECT_EQ(records[0]["latency_us"]["p99"], load["corrected_us"]["p99"]);
 }
 
 // Well below saturation the worker keeps to the schedule: achieved within 1 % of offered, every
-// planned operation sent, over grpc in both wire modes.
+// planned operation sent, over grpc in both wire modes (5 s each: a stall of the machine near
+// the end moves the achieved rate by its share of the run).
 TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
   TempDir tmp;
   const std::string json = tmp.File("r.jsonl"), hdr = tmp.File("h");
   for (const char* mode : {"--mode=non-serialized", "--mode=serialized"}) {
-    RunResult r = RunCommand(RunArgv({"--benchmark=latency", mode, "--sizes=64:64", "--load=constant:2000", "--iterations=4000",
+    RunResult r = RunCommand(RunArgv({"--benchmark=latency", mode, "--sizes=64:64", "--load=constant:2000", "--iterations=10000",
                                       "--warmup-iterations=200", "--json=" + json}),
                              seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
@@ -72,8 +74,8 @@ TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
   ASSERT_EQ(records.size(), 2u);
   for (const Json& rec : records) {
     const Json& load = rec["load"];
-    EXPECT_EQ(load["planned"], 4000);
-    EXPECT_EQ(load["completed"], 4000);
+    EXPECT_EQ(load["planned"], 10000);
+    EXPECT_EQ(load["completed"], 10000);
     EXPECT_EQ(load["dropped"], 0);
     EXPECT_EQ(load["offered_per_s"], 2000.0);
     EXPECT_NEAR(load["achieved_per_s"].get<double>(), 2000, 20) << Brief(load);
