@@ -58,13 +58,14 @@ TEST_F(OpenLoopTest, APausedPsShowsInCorrectedLatencyNotInUncorrected) {
 }
 
 // Well below saturation the worker keeps to the schedule: achieved within 1 % of offered, every
-// planned operation sent, over grpc in both wire modes (5 s each: a stall of the machine near
-// the end moves the achieved rate by its share of the run).
+// planned operation sent, over grpc in both wire modes. 400/s is well below what even a
+// sanitizer's build carries on a loaded 2-core machine (2000/s was not); 10 s each, so that a
+// stall of the machine near the end moves the achieved rate by its share of the run only.
 TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
   TempDir tmp;
   const std::string json = tmp.File("r.jsonl"), hdr = tmp.File("h");
   for (const char* mode : {"--mode=non-serialized", "--mode=serialized"}) {
-    RunResult r = RunCommand(RunArgv({"--benchmark=latency", mode, "--sizes=64:64", "--load=constant:2000", "--iterations=10000",
+    RunResult r = RunCommand(RunArgv({"--benchmark=latency", mode, "--sizes=64:64", "--load=constant:400", "--iterations=4000",
                                       "--warmup-iterations=200", "--json=" + json}),
                              seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
@@ -74,11 +75,11 @@ TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
   ASSERT_EQ(records.size(), 2u);
   for (const Json& rec : records) {
     const Json& load = rec["load"];
-    EXPECT_EQ(load["planned"], 10000);
-    EXPECT_EQ(load["completed"], 10000);
+    EXPECT_EQ(load["planned"], 4000);
+    EXPECT_EQ(load["completed"], 4000);
     EXPECT_EQ(load["dropped"], 0);
-    EXPECT_EQ(load["offered_per_s"], 2000.0);
-    EXPECT_NEAR(load["achieved_per_s"].get<double>(), 2000, 20) << Brief(load);
+    EXPECT_EQ(load["offered_per_s"], 400.0);
+    EXPECT_NEAR(load["achieved_per_s"].get<double>(), 400, 4) << Brief(load);
     EXPECT_EQ(rec["config"]["load"]["kind"], "constant") << "the record says how it was loaded";
     EXPECT_EQ(load["seed"].is_number_unsigned(), true);
   }
