@@ -193,6 +193,7 @@ const std::vector<FieldIo>& Fields() {
       Optional("model", &Record::model),
       Optional("engine", &Record::engine),
       Optional("math", &Record::math),
+      Optional("layout", &Record::layout),
       Optional("tls", &Record::tls),
       Optional("validate", &Record::validate),
       Optional("sync", &Record::sync),

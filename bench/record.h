@@ -57,7 +57,7 @@ struct Record {
   // Absent for the payload benchmarks (latency, bandwidth, throughput); "updates", "train",
   // "train_total", "train_timing", "comparison", "floor" otherwise.
   std::optional<std::string> kind;
-  std::optional<std::string> benchmark, transport, mode, scheme, scope, label, model, engine, math;
+  std::optional<std::string> benchmark, transport, mode, scheme, scope, label, model, engine, math, layout;
   std::optional<bool> tls, validate, sync;
   std::optional<uint64_t> seed;
   std::optional<int64_t> workers, ps, worker_index, num_workers, num_ps, batch, threads, steps;

@@ -26,14 +26,14 @@ namespace psbench {
 int RunTrainCommand(int argc, char** argv) {
   constexpr char kProgram[] = "psbench train";
   constexpr char kUsage[] =
-      "psbench train --model=MODEL [--batch=N] [--engine=cpu|gpu] [--math=fp32|tf32] [--forward-only] [flags]\n"
+      "psbench train --model=MODEL [--batch=N] [--engine=cpu|gpu] [--math=fp32|tf32] [--layout=auto|nchw|nhwc] [--forward-only] [flags]\n"
       "Times one model of the embedded trainer on this machine (no PS): images/s and a\n"
       "per-layer table; --json=FILE appends the record.";
   // Exactly the flags that change what is timed or where it is written.
   auto positional = ParseFlagsOrExit(
       argc, argv, kUsage,
       {"/cli/train_command.cc",
-       absl::StrCat(kTrainerFlagsFile, ":batch,engine,math,threads,steps,warmup_steps,write_trace"),
+       absl::StrCat(kTrainerFlagsFile, ":batch,engine,math,layout,threads,steps,warmup_steps,write_trace"),
        "/bench/scenario_flags.cc:seed", absl::StrCat(kLaunchFlagsFile, ":json")});
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
   const std::string json_path = JsonFlag();
@@ -49,6 +49,7 @@ int RunTrainCommand(int argc, char** argv) {
   options.model = settings->model;
   options.engine = settings->engine;
   options.math = settings->math;
+  options.layout = settings->layout;
   options.batch = settings->batch;
   options.threads = settings->threads;
   options.warmup = settings->warmup_steps;

@@ -33,7 +33,9 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   if (!model.ok()) Die(kWorkerProgram, absl::StrCat("--trainer: ", model.status().message()), kExitUsage);
   auto math = trainer::ParseMath(settings.math);
   if (!math.ok()) Die(kWorkerProgram, math.status(), kExitUsage);
-  auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads, *math);
+  auto layout = trainer::ParseLayout(settings.layout);
+  if (!layout.ok()) Die(kWorkerProgram, layout.status(), kExitUsage);
+  auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads, *math, *layout);
   if (!made.ok()) Die(kWorkerProgram, made.status(), kExitUsage);
   trainer::Network& net = **made;
   const auto& params = net.params();
@@ -127,6 +129,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   record.batch = settings.batch;
   record.engine = settings.engine;
   record.math = settings.math;
+  if (!net.layout().empty()) record.layout = net.layout();
   record.extra["engine_description"] = net.description();
   record.transport = scenario.transport;
   if (TransportHonoursMode(scenario.transport)) record.mode = std::string(WireModeName(scenario.mode));

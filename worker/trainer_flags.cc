@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, math, "fp32",
           "trainer: arithmetic of the GPU engine: fp32 (FP32 FMA everywhere) or tf32 (TF32 tensor "
           "cores for convolutions and matrix products, FP32 storage); bf16 is refused (the engine "
           "has no bf16 tensors yet); the CPU engine computes in fp32");
+ABSL_FLAG(std::string, layout, "auto",
+          "trainer: the GPU engine's layout of activations and convolution filters on the device: "
+          "nchw, nhwc (channels last, what tensor cores read without transposing) or auto (nhwc "
+          "for tf32, nchw for fp32); host buffers and what goes to the PS are the same either way");
 ABSL_FLAG(int, threads, 0, "trainer: compute threads (0: all cores)");
 ABSL_FLAG(int, steps, 10, "trainer: measured steps (psbench train: iterations of each pass)");
 ABSL_FLAG(int, warmup_steps, 2, "trainer: steps run before measuring");
@@ -42,6 +46,7 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
   s.batch = absl::GetFlag(FLAGS_batch);
   s.engine = absl::GetFlag(FLAGS_engine);
   s.math = absl::GetFlag(FLAGS_math);
+  s.layout = absl::GetFlag(FLAGS_layout);
   s.threads = absl::GetFlag(FLAGS_threads);
   s.steps = absl::GetFlag(FLAGS_steps);
   s.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
@@ -59,6 +64,10 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
     return absl::InvalidArgumentError("--math must be fp32, tf32 or bf16");
   if (s.math != "fp32" && s.engine != "gpu")
     return absl::InvalidArgumentError("--math=" + s.math + " needs --engine=gpu: the CPU engine computes in fp32");
+  if (s.layout != "auto" && s.layout != "nchw" && s.layout != "nhwc")
+    return absl::InvalidArgumentError("--layout must be auto, nchw or nhwc");
+  if (s.layout != "auto" && s.engine != "gpu")
+    return absl::InvalidArgumentError("--layout=" + s.layout + " needs --engine=gpu: oneDNN picks each layer's layout");
   if (s.batch < 1 || s.batch > 4096) return absl::InvalidArgumentError("--batch must be in [1, 4096]");
   if (s.threads < 0 || s.threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   if (s.steps < 1 || s.steps > 1000000) return absl::InvalidArgumentError("--steps must be in [1, 1000000]");
@@ -75,6 +84,7 @@ std::vector<std::string> TrainerWorkerArgs(const TrainerSettings& s) {
   std::vector<std::string> args = {
       absl::StrCat("--trainer=", s.model),        absl::StrCat("--batch=", s.batch),
       absl::StrCat("--engine=", s.engine),        absl::StrCat("--math=", s.math),
+      absl::StrCat("--layout=", s.layout),
       absl::StrCat("--threads=", s.threads),
       absl::StrCat("--steps=", s.steps),          absl::StrCat("--warmup-steps=", s.warmup_steps),
       s.sync ? "--sync" : "--async",              absl::StrCat("--learning-rate=", s.learning_rate),

@@ -15,6 +15,7 @@ ABSL_DECLARE_FLAG(std::string, trainer);
 ABSL_DECLARE_FLAG(int, batch);
 ABSL_DECLARE_FLAG(std::string, engine);
 ABSL_DECLARE_FLAG(std::string, math);
+ABSL_DECLARE_FLAG(std::string, layout);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int, steps);
 ABSL_DECLARE_FLAG(int, warmup_steps);
@@ -35,6 +36,7 @@ struct TrainerSettings {
   int batch = 16;
   std::string engine = "cpu";
   std::string math = "fp32";  // fp32, tf32 or bf16 (trainer::ParseMath)
+  std::string layout = "auto";  // the GPU engine's: auto, nchw or nhwc (trainer::ParseLayout)
   int threads = 0;
   int steps = 10;
   int warmup_steps = 2;

@@ -5,7 +5,9 @@
 # gpu_bundle.sh, whose lib/ it puts on the library path) and, for the peer, python3 with
 # torch and torchvision. Writes a few files to OUT (text logs and JSON Lines).
 #   bench/trainer/gpu_run.sh BIN_DIR OUT [env] [tests] [distributed] [timing] [pytorch] [cpu]
-# Environment: MODELS (all six), BATCHES ("32 64"), MATHS ("fp32 tf32"), STEPS (10),
+# Environment: MODELS (all six), BATCHES ("32 64"), MATHS ("fp32 tf32"), LAYOUTS ("nchw nhwc",
+# the GPU engine's --layout), CL_MATHS (MATHS: PyTorch runs NCHW in each math and channels-last
+# in these), STEPS (10),
 # WARMUP (3), PYTHON (python3), CPU_MODELS ("alexnet resnet50") for the CPU engine's figures.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
@@ -15,6 +17,7 @@ steps=${*:-env tests distributed timing pytorch}
 models=${MODELS:-alexnet overfeat vgg11 vgg16 inception3 resnet50}
 batches=${BATCHES:-32 64}
 maths=${MATHS:-fp32 tf32}
+layouts=${LAYOUTS:-nchw nhwc}
 iters=${STEPS:-10}
 warmup=${WARMUP:-3}
 python=${PYTHON:-python3}
@@ -23,8 +26,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then echo "gpu_run: $out is not empty" >&2; exit 2; fi
 mkdir -p "$out"
 
-# CUDA's libraries where the system has none: the ones PyTorch's wheels ship.
+# cuDNN and cuBLAS: the ones PyTorch's wheels ship where they are installed, so that psbench
+# and its peer run the same library (CUDNN=system keeps the system's); otherwise the
+# system's, or any found under /usr/local, /opt or /usr/lib.
 extra=
+if [ "${CUDNN:-torch}" = torch ]; then
+  extra=$("$python" -c 'import os, nvidia
+dirs = {r for p in nvidia.__path__ for r, _, fs in os.walk(p)
+        for f in fs if f.startswith(("libcudnn.so.", "libcublas.so.", "libcublasLt.so."))}
+print("".join(":" + d for d in sorted(dirs)))' 2>/dev/null)
+fi
 for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
   { /sbin/ldconfig -p 2>/dev/null || ldconfig -p; } | grep -q "$lib" && continue
   found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
@@ -37,9 +48,10 @@ run() {  # run LOG TIMEOUT COMMAND...: appends the command and its output to LOG
   local log=$1 limit=$2
   shift 2
   echo "\$ $*" >> "$out/$log"
+  local start=$SECONDS
   timeout "$limit" "$@" >> "$out/$log" 2>&1
   local rc=$?
-  echo "[exit $rc]" >> "$out/$log"
+  echo "[exit $rc, $((SECONDS - start)) s]" >> "$out/$log"
   return $rc
 }
 
@@ -50,7 +62,7 @@ for step in $steps; do
       run env.txt 30 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,power.limit --format=csv
       echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> "$out/env.txt"
       run env.txt 30 ldd "$bin/psbench_trainer_gpu.so"
-      run env.txt 60 "$python" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))'
+      [ -n "${SKIP_TORCH_ENV:-}" ] || run env.txt 60 "$python" -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))'
       ;;
     tests)
       run tests.txt 600 "$bin/trainer_gpu_test"
@@ -65,19 +77,19 @@ for step in $steps; do
         --num-workers=1 --steps=5 --warmup-steps=2 --json="$out/distributed.jsonl"
       ;;
     timing)
-      for model in $models; do for batch in $batches; do for math in $maths; do
+      for model in $models; do for batch in $batches; do for math in $maths; do for layout in $layouts; do
         run timing.txt 300 "$bin/psbench" train --model="$model" --batch="$batch" --engine=gpu --math="$math" \
-          --steps="$iters" --warmup-steps="$warmup" --json="$out/timing.jsonl"
-      done; done; done
+          --layout="$layout" --steps="$iters" --warmup-steps="$warmup" --json="$out/timing.jsonl"
+      done; done; done; done
       ;;
     pytorch)
-      # torchvision has no OverFeat. NCHW in each math, and channels-last in tf32.
+      # torchvision has no OverFeat. NCHW and channels-last in each math.
       tv=$(echo $models | tr ' ' '\n' | grep -v overfeat | paste -sd,)
       run pytorch.txt 900 "$python" "$here/pytorch_time.py" --device=cuda --model="$tv" \
         --batch="$(echo $batches | tr ' ' ,)" --math="$(echo $maths | tr ' ' ,)" \
         --iterations="$iters" --warmup="$warmup"
       run pytorch.txt 900 "$python" "$here/pytorch_time.py" --device=cuda --channels-last --model="$tv" \
-        --batch="$(echo $batches | tr ' ' ,)" --math=tf32 --iterations="$iters" --warmup="$warmup"
+        --batch="$(echo $batches | tr ' ' ,)" --math="$(echo ${CL_MATHS:-$maths} | tr ' ' ,)" --iterations="$iters" --warmup="$warmup"
       grep '^{' "$out/pytorch.txt" > "$out/pytorch.jsonl"
       ;;
     cpu)

@@ -172,14 +172,21 @@ TEST_F(DistributedTrainingTest, BadTrainerFlagsAreRefused) {
       {{"--trainer=tiny", "--sync", "--async"}, "exclude each other"},
       {{"--trainer=tiny", "--benchmark=latency"}, "does not apply to --trainer"},
       {{"--trainer=tiny", "--steps=0"}, "--steps must be in"},
+      {{"--trainer=tiny", "--math=tf32"}, "--math=tf32 needs --engine=gpu"},
+      {{"--trainer=tiny", "--math=fp16"}, "--math must be fp32, tf32 or bf16"},
+      {{"--trainer=tiny", "--layout=nhwc"}, "--layout=nhwc needs --engine=gpu"},
+      {{"--trainer=tiny", "--engine=gpu", "--layout=chwn"}, "--layout must be auto, nchw or nhwc"},
   };
   for (const Case& c : cases) {
     RunResult r = RunCommand(RunArgv(c.flags), seconds(60));
     EXPECT_EQ(r.exit_code, 2) << r.Describe();
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.Describe();
   }
-  RunResult r = RunCommand({BinPath("psbench"), "train", "--model=tiny", "--batch=-3"}, seconds(30));
-  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  for (const Argv& flags : {Argv{"--batch=-3"}, Argv{"--layout=nchw"}, Argv{"--engine=gpu", "--layout=x"}}) {
+    RunResult r = RunCommand(Concat({BinPath("psbench"), "train", "--model=tiny"}, flags), seconds(30));
+    EXPECT_EQ(r.exit_code, 2) << r.Describe();
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.Describe();
+  }
 }
 
 }  // namespace

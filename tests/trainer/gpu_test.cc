@@ -36,9 +36,10 @@ std::string NoGpu() {
     if (!no_gpu.empty()) GTEST_SKIP() << no_gpu;               \
   } while (0)
 
-std::unique_ptr<Network> MakeGpu(const Model& model, int batch, Math math = Math::kFp32) {
-  auto net = MakeNetwork("gpu", model, batch, 0, math);
-  EXPECT_TRUE(net.ok()) << model.name << ": " << net.status();
+std::unique_ptr<Network> MakeGpu(const Model& model, int batch, Math math = Math::kFp32,
+                                 Layout layout = Layout::kAuto) {
+  auto net = MakeNetwork("gpu", model, batch, 0, math, layout);
+  EXPECT_TRUE(net.ok()) << model.name << " " << LayoutName(layout) << ": " << net.status();
   return net.ok() ? *std::move(net) : nullptr;
 }
 
@@ -57,18 +58,29 @@ Model AllLayers() {
   return *b.Finish(x);
 }
 
-class GpuEngineTest : public ::testing::TestWithParam<Math> {};
+// Batch norm's kernels at the shapes they split differently: channels not a multiple of 32
+// (lanes left idle in NHWC) and more than 32, odd planes, a tensor normalized twice (its
+// gradient accumulates), with and without the fused ReLU.
+Model BatchNormShapes() {
+  ModelBuilder b("batch_norm_shapes", {3, 9, 9});
+  int x = b.Conv(0, "conv1", 48, 3, 3, 1, 1);
+  int y = b.BatchNorm(x, "bn_relu", true);
+  int z = b.BatchNorm(x, "bn_plain", false);
+  x = b.Relu(b.Add(y, z, "add"), "relu");
+  x = b.ConvBn(x, "conv2", 72, 3, 3, 2, 1);
+  x = b.FullyConnected(x, "fc", 5, false);
+  return *b.Finish(x);
+}
 
 // fp32 must match the CPU engine tightly; tf32 rounds inputs to 10-bit mantissas, so within
-// a few parts per thousand.
-TEST_P(GpuEngineTest, MatchesCpuEngine) {
-  SKIP_WITHOUT_GPU();
-  const Model model = AllLayers();
-  const int batch = 4;
-  const bool tf32 = GetParam() == Math::kTf32;
+// a few parts per thousand. Either layout: what the host sees is the same.
+void ExpectMatchesCpu(const Model& model, int batch, Math math, Layout layout) {
+  SCOPED_TRACE(model.name);
+  const bool tf32 = math == Math::kTf32;
   const float tolerance = tf32 ? 2e-2f : 1e-3f;
-  auto gpu = MakeGpu(model, batch, GetParam());
+  auto gpu = MakeGpu(model, batch, math, layout);
   ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->layout(), LayoutName(layout));
   auto cpu = MakeNetwork("cpu", model, batch, 0);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ParamStorage cpu_storage((*cpu)->params()), gpu_storage(gpu->params());
@@ -100,16 +112,42 @@ TEST_P(GpuEngineTest, MatchesCpuEngine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Math, GpuEngineTest, ::testing::Values(Math::kFp32, Math::kTf32),
-                         [](const auto& info) { return std::string(MathName(info.param)); });
+class GpuEngineTest : public ::testing::TestWithParam<std::tuple<Math, Layout>> {};
 
-TEST(GpuEngineModelsTest, EveryModelStepsOnceAtBatchOne) {
+TEST_P(GpuEngineTest, MatchesCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  const auto [math, layout] = GetParam();
+  ExpectMatchesCpu(AllLayers(), 4, math, layout);
+  ExpectMatchesCpu(BatchNormShapes(), 3, math, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(MathLayout, GpuEngineTest,
+                         ::testing::Combine(::testing::Values(Math::kFp32, Math::kTf32),
+                                            ::testing::Values(Layout::kNchw, Layout::kNhwc)),
+                         [](const auto& info) {
+                           return absl::StrCat(MathName(std::get<0>(info.param)), "_",
+                                               LayoutName(std::get<1>(info.param)));
+                         });
+
+// auto: NHWC where tensor cores compute (tf32), NCHW for fp32 (Winograd and FFT are NCHW only).
+TEST(GpuEngineModelsTest, AutoLayoutFollowsTheMath) {
+  SKIP_WITHOUT_GPU();
+  auto fp32 = MakeGpu(*BuildModel("tiny"), 2, Math::kFp32);
+  auto tf32 = MakeGpu(*BuildModel("tiny"), 2, Math::kTf32);
+  ASSERT_TRUE(fp32 && tf32);
+  EXPECT_EQ(fp32->layout(), "nchw");
+  EXPECT_EQ(tf32->layout(), "nhwc");
+}
+
+class GpuModelsTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(GpuModelsTest, EveryModelStepsOnceAtBatchOne) {
   SKIP_WITHOUT_GPU();
   for (const std::string& name : ModelNames()) {
     auto model = BuildModel(name);
     ASSERT_TRUE(model.ok());
     // Inception-v3's TensorFlow SAME padding is symmetric everywhere cuDNN sees it.
-    auto gpu = MakeGpu(*model, 1);
+    auto gpu = MakeGpu(*model, 1, Math::kFp32, GetParam());
     ASSERT_NE(gpu, nullptr) << name;
     ParamStorage storage(gpu->params());
     ASSERT_TRUE(gpu->Bind(storage.values(), storage.grads()).ok());
@@ -127,6 +165,9 @@ TEST(GpuEngineModelsTest, EveryModelStepsOnceAtBatchOne) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Layout, GpuModelsTest, ::testing::Values(Layout::kNchw, Layout::kNhwc),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
+
 TEST(GpuEngineModelsTest, RefusesBf16WithAReason) {
   SKIP_WITHOUT_GPU();
   auto net = MakeNetwork("gpu", *BuildModel("tiny"), 1, 0, Math::kBf16);
@@ -136,14 +177,16 @@ TEST(GpuEngineModelsTest, RefusesBf16WithAReason) {
 
 // Two GPU workers of batch 2 through two real PS end where one GPU worker of batch 4 does,
 // as the CPU engine's distributed test requires; the record shows what staging cost.
-class GpuTrainingTest : public testing::IntegrationTest {};
+class GpuTrainingTest : public testing::IntegrationTest, public ::testing::WithParamInterface<Layout> {};
 
-TEST_F(GpuTrainingTest, TwoWorkersMatchOneWorkerWithTheWholeBatch) {
+TEST_P(GpuTrainingTest, TwoWorkersMatchOneWorkerWithTheWholeBatch) {
   SKIP_WITHOUT_GPU();
+  const std::string layout = LayoutName(GetParam());
   const testing::Argv common = {"--trainer=tiny", "--engine=gpu", "--num-ps=2", "--steps=20",
-                                "--warmup-steps=0", "--learning-rate=0.01", "--sync"};
+                                "--warmup-steps=0", "--learning-rate=0.01", "--sync", "--layout=" + layout};
   auto train = [&](const testing::Argv& flags, const std::string& name) {
-    const std::string json = "/tmp/psbench-gpu-test-" + std::to_string(getpid()) + "-" + name + ".jsonl";
+    const std::string json =
+        "/tmp/psbench-gpu-test-" + std::to_string(getpid()) + "-" + layout + "-" + name + ".jsonl";
     testing::RunResult r = testing::RunCommand(testing::RunArgv(testing::Concat({"--json=" + json}, flags)),
                                                std::chrono::seconds(240));
     EXPECT_EQ(r.exit_code, 0) << r.Describe();
@@ -164,11 +207,15 @@ TEST_F(GpuTrainingTest, TwoWorkersMatchOneWorkerWithTheWholeBatch) {
     EXPECT_NEAR(w["final_params"]["sum_squares"].get<double>(), squares, 1e-5 * squares) << w.dump();
     EXPECT_EQ(w["engine"], "gpu");
     EXPECT_EQ(w["math"], "fp32");
+    EXPECT_EQ(w["layout"], layout);
     EXPECT_TRUE(w.contains("gradients_to_host") && w.contains("parameters_to_device")) << w.dump();
   }
   EXPECT_EQ(two[0]["final_params"], two[1]["final_params"]);
   EXPECT_LT(one[0]["loss_last"].get<double>(), 0.5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Layout, GpuTrainingTest, ::testing::Values(Layout::kNchw, Layout::kNhwc),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
 
 }  // namespace
 }  // namespace psbench::trainer

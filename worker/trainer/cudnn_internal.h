@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/trainer/batch_norm.h"
 #include "worker/trainer/model.h"
 #include "worker/trainer/network.h"
 
@@ -46,6 +47,7 @@ using Clock = std::chrono::steady_clock;
   std::abort();
 }
 
+// count floats on the device, zeroed.
 inline float* DeviceFloats(size_t count) {
   void* p = nullptr;
   PSB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(float)));
@@ -75,18 +77,38 @@ struct Node {
   float* save_mean = nullptr;
   float* save_inv_var = nullptr;
   float* relu_diff = nullptr;  // gradient before a fused ReLU
+  float* bn_coeff = nullptr;   // batch norm's per-channel scratch (3 x C)
+  // NHWC: the convolution's filter and its gradient in KRSC (the parameter stays KCRS, the
+  // layout the host and the PS see), and 4-D views of one filter in both layouts.
+  float* filter_value = nullptr;
+  float* filter_grad = nullptr;
+  cudnnTensorDescriptor_t kcrs = nullptr, krsc = nullptr;
+  // NHWC: a fully connected layer's spatial input flattened as the parameters expect (C,H,W)
+  // and the gradient it sends back, in NCHW.
+  cudnnTensorDescriptor_t nchw = nullptr;
+  float* nchw_in = nullptr;
+  float* nchw_in_diff = nullptr;
+  // NHWC: LRN runs on NCHW copies (cuDNN's cross-channel LRN is NCHW), output and its gradient.
+  float* nchw_out = nullptr;
+  float* nchw_out_diff = nullptr;
+  // Concat: each input's place in the output, as a strided view of it.
+  std::vector<cudnnTensorDescriptor_t> slices;
+  std::vector<size_t> slice_offsets;
   std::vector<int> params;
   std::vector<float*> value, grad;  // device copies of this layer's parameters
 };
 
 class CudnnNetwork final : public Network {
  public:
-  CudnnNetwork(const Model& model, int batch, Math math) : model_(model), batch_(batch), math_(math) {}
+  CudnnNetwork(const Model& model, int batch, Math math, Layout layout)
+      : model_(model), batch_(batch), math_(math),
+        nhwc_(layout == Layout::kNhwc || (layout == Layout::kAuto && math == Math::kTf32)) {}
   ~CudnnNetwork() override;
 
   absl::Status Build();
   std::optional<PeakEstimate> DevicePeak() const override { return peak_; }
   StagingTimes staging() const override { return staging_; }
+  std::string layout() const override { return nhwc_ ? "nhwc" : "nchw"; }
 
   const Model& model() const override { return model_; }
   int batch() const override { return batch_; }
@@ -114,6 +136,20 @@ class CudnnNetwork final : public Network {
   // beta for writing the gradient of input tensor t: accumulate after the first writer.
   float Beta(int t) { return tensors_[t].diff_written ? 1.f : 0.f; }
   void Written(int t) { tensors_[t].diff_written = true; }
+  // A descriptor of N x C x H x W in the engine's layout (strides from it unless given).
+  cudnnTensorDescriptor_t Descriptor(int n, int c, int h, int w, bool nhwc);
+  float* Alloc(size_t count);  // DeviceFloats, freed with the network
+  void BuildConcat(int index);
+  // Input k of concatenation `index`, into its place in the output or back out of it.
+  void CopySlice(int index, int k, const float* from, float* to, bool into_concat);
+  absl::Status BuildLoss();
+  double LossForward();
+  // NHWC filters from the KCRS parameters (after parameters reach the device).
+  void FiltersToDevice(int layer);
+  // Persistent kernels (one pass over the tensor held on chip where it fits) suit NHWC.
+  cudnnBatchNormMode_t BatchNormMode() const {
+    return nhwc_ ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+  }
   void ReluForward(Tensor& t);
   float* ReluBackward(int index);  // returns the pre-activation gradient
   void* Workspace(size_t bytes);
@@ -121,6 +157,7 @@ class CudnnNetwork final : public Network {
   Model model_;
   int batch_;
   Math math_;
+  bool nhwc_;
   std::string description_;
   std::optional<PeakEstimate> peak_;
   StagingTimes staging_;
@@ -134,6 +171,7 @@ class CudnnNetwork final : public Network {
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnActivationDescriptor_t relu_ = nullptr;
+  cudnnOpTensorDescriptor_t add_ = nullptr;
   std::vector<Tensor> tensors_;
   std::vector<Node> nodes_;
   std::vector<ParamInfo> params_;
@@ -141,10 +179,27 @@ class CudnnNetwork final : public Network {
   std::vector<float*> device_values_, device_grads_;
   std::vector<LayerTime> times_;
   float* ones_ = nullptr;  // batch_ ones, for FC bias sums
+  // Batch norm by the engine's own kernels (fused with its ReLU) in NHWC; cuDNN's in NCHW.
+  bool own_batch_norm() const { return nhwc_; }
+  double* bn_partials_ = nullptr;
+  gpu_kernels::BnShape BnShapeOf(int index) const {
+    const Shape& s = model_.layers[index].out;
+    return {batch_, s.c, int64_t(s.h) * s.w};
+  }
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::vector<float> logits_, logits_diff_;
+  // The loss on the device: log-softmax, its dot with the labels' one-hot rows, and the
+  // gradient (softmax - one-hot) / N written into the logits' gradient.
+  cudnnTensorDescriptor_t logits_desc_ = nullptr;  // N x classes x 1 x 1
+  float* log_probs_ = nullptr;
+  float* one_hot_ = nullptr;
+  std::vector<float> one_hot_host_;
+  // NHWC: the images arrive NCHW and are transposed on the device.
+  cudnnTensorDescriptor_t images_desc_ = nullptr;
+  float* images_ = nullptr;
   std::vector<int> labels_;
+  std::vector<cudnnTensorDescriptor_t> descriptors_;  // every tensor descriptor, destroyed last
+  std::vector<float*> allocations_;                   // every device buffer but the workspace
 };
 
 }  // namespace psbench::trainer::cudnn_engine

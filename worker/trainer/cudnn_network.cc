@@ -1,11 +1,12 @@
-// The GPU engine on cuDNN (convolution, pooling, LRN, batch norm, activations) and cuBLAS
-// (fully connected layers, gradient sums). Activations are NCHW on the device; parameters
-// live on the device in the canonical layout (OIHW, OI, C), so host and device copies are
+// The GPU engine on cuDNN (convolution, pooling, LRN, batch norm, activations, softmax) and
+// cuBLAS (fully connected layers, gradient sums). Activations are NCHW or NHWC on the device
+// (--layout; NHWC convolutions read KRSC copies of their filters); parameters live on the
+// device in the canonical layout (OIHW, OI, C), so host and device copies are
 // plain memcpys: the trainer's host buffers (what goes to the PS) are copied in after a pull
 // (ParamsChanged) and each layer's gradients are copied out as soon as backward produced
 // them, on a second stream into pinned host memory, overlapping the rest of the backward
 // pass. Gradients of tensors read by several layers accumulate through cuDNN's and cuBLAS's
-// beta = 1. The loss (softmax cross-entropy over N x classes) is computed on the host.
+// beta = 1. The loss (softmax cross-entropy over N x classes) is computed on the device.
 // Layers are timed with CUDA events, so timing does not serialize the device.
 #include "worker/trainer/cudnn_network.h"
 
@@ -22,34 +23,25 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/trainer/cudnn_internal.h"
-#include "worker/trainer/loss.h"
 
 namespace psbench::trainer {
 namespace cudnn_engine {
 
 CudnnNetwork::~CudnnNetwork() {
-  for (Tensor& t : tensors_) {
-    if (t.desc) cudnnDestroyTensorDescriptor(t.desc);
-    cudaFree(t.value);
-    cudaFree(t.diff);
-  }
   for (Node& n : nodes_) {
     if (n.filter) cudnnDestroyFilterDescriptor(n.filter);
     if (n.conv) cudnnDestroyConvolutionDescriptor(n.conv);
-    if (n.bias_desc) cudnnDestroyTensorDescriptor(n.bias_desc);
     if (n.pool) cudnnDestroyPoolingDescriptor(n.pool);
     if (n.lrn) cudnnDestroyLRNDescriptor(n.lrn);
-    cudaFree(n.save_mean);
-    cudaFree(n.save_inv_var);
-    cudaFree(n.relu_diff);
   }
+  for (cudnnTensorDescriptor_t d : descriptors_) cudnnDestroyTensorDescriptor(d);
   for (auto* list : {&forward_events_, &backward_events_, &grad_done_, &copy_start_, &copied_})
     for (cudaEvent_t e : *list) cudaEventDestroy(e);
   for (void* p : pinned_) cudaHostUnregister(p);
-  for (float* p : device_values_) cudaFree(p);
-  for (float* p : device_grads_) cudaFree(p);
-  cudaFree(ones_);
+  for (float* p : allocations_) cudaFree(p);
   cudaFree(workspace_);
+  cudaFree(bn_partials_);
+  if (add_) cudnnDestroyOpTensorDescriptor(add_);
   if (relu_) cudnnDestroyActivationDescriptor(relu_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
@@ -95,50 +87,7 @@ std::optional<PeakEstimate> GpuPeak(const cudaDeviceProp& prop, Math math) {
   return std::nullopt;
 }
 
-bool AllowedMath(cudnnMathType_t m, Math math) {
-  return math == Math::kTf32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
-}
-
-// cuDNN's own measurements (cudnnFind*), as PyTorch's cudnn.benchmark does; the fastest
-// algorithm that succeeded in the allowed arithmetic and fits the workspace cap.
-constexpr size_t kMaxWorkspace = size_t{2} << 30;
-template <typename Perf>
-const Perf* Fastest(const Perf* perf, int found, Math math) {
-  for (int i = 0; i < found; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace &&
-        AllowedMath(perf[i].mathType, math))
-      return &perf[i];
-  }
-  return nullptr;
-}
-
 }  // namespace
-
-absl::Status CudnnNetwork::ChooseConvolution(int index) {
-  Node& node = nodes_[index];
-  Tensor& src = tensors_[model_.layers[index].inputs[0]];
-  Tensor& out = tensors_[index];
-  PSB_CUDNN(cudnnSetConvolutionMathType(node.conv, math_ == Math::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  int found = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  PSB_CUDNN(cudnnFindConvolutionForwardAlgorithm(cudnn_, src.desc, node.filter, node.conv, out.desc,
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, fwd));
-  const auto* f = Fastest(fwd, found, math_);
-  cudnnConvolutionBwdFilterAlgoPerf_t bwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  PSB_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, src.desc, out.desc, node.conv, node.filter,
-                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, bwf));
-  const auto* wf = Fastest(bwf, found, math_);
-  cudnnConvolutionBwdDataAlgoPerf_t bwd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  PSB_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, node.filter, out.desc, node.conv, src.desc,
-                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, bwd));
-  const auto* df = Fastest(bwd, found, math_);
-  if (!f || !wf || !df) return absl::InternalError("cuDNN found no convolution algorithm for this layer");
-  node.fwd_algo = f->algo;
-  node.bwd_filter_algo = wf->algo;
-  node.bwd_data_algo = df->algo;
-  Workspace(std::max({f->memory, wf->memory, df->memory}));
-  return absl::OkStatus();
-}
 
 absl::Status CudnnNetwork::Build() {
   if (batch_ < 1) return absl::InvalidArgumentError("batch must be >= 1");
@@ -167,12 +116,15 @@ absl::Status CudnnNetwork::Build() {
   PSB_CUBLAS(cublasSetMathMode(cublas_, math_ == Math::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
   PSB_CUDNN(cudnnCreateActivationDescriptor(&relu_));
   PSB_CUDNN(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  PSB_CUDNN(cudnnCreateOpTensorDescriptor(&add_));
+  PSB_CUDNN(cudnnSetOpTensorDescriptor(add_, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   description_ = absl::StrCat("cuDNN ", cudnnGetVersion(), ", cuBLAS, CUDA runtime ", runtime,
-                              " driver ", driver, " (gpu: ", prop.name, ", ", MathName(math_), ")");
+                              " driver ", driver, " (gpu: ", prop.name, ", ", MathName(math_), ", ", layout(), ")");
   peak_ = GpuPeak(prop, math_);
+  description_ += own_batch_norm() ? ", batch norm: psbench kernels" : ", batch norm: cuDNN";
   const size_t events = model_.layers.size() + 1;
   for (auto* list : {&forward_events_, &backward_events_}) {
     list->resize(events);
@@ -182,7 +134,7 @@ absl::Status CudnnNetwork::Build() {
   nodes_.resize(model_.layers.size());
   times_.assign(model_.layers.size(), {});
   std::vector<float> ones(batch_, 1.f);
-  ones_ = DeviceFloats(batch_);
+  ones_ = Alloc(batch_);
   PSB_CUDA(cudaMemcpyAsync(ones_, ones.data(), batch_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
   PSB_CUDA(cudaStreamSynchronize(stream_));
   for (size_t i = 0; i < model_.layers.size(); ++i) {
@@ -190,107 +142,22 @@ absl::Status CudnnNetwork::Build() {
       return absl::InvalidArgumentError(absl::StrCat(model_.name, " layer ", model_.layers[i].name,
                                                      ": ", s.message()));
   }
+  size_t partials = 0;
+  for (size_t i = 0; i < model_.layers.size(); ++i) {
+    if (model_.layers[i].kind == LayerKind::kBatchNorm && own_batch_norm())
+      partials = std::max(partials, gpu_kernels::BnPartials(BnShapeOf(static_cast<int>(i))));
+  }
+  if (partials != 0) {
+    void* p = nullptr;
+    PSB_CUDA(cudaMalloc(&p, 2 * partials * sizeof(double)));
+    bn_partials_ = static_cast<double*>(p);
+  }
   for (auto* list : {&grad_done_, &copy_start_, &copied_}) {
     list->resize(params_.size());
     for (cudaEvent_t& e : *list) PSB_CUDA(cudaEventCreate(&e));
   }
   return absl::OkStatus();
 }
-
-absl::Status CudnnNetwork::BuildLayer(int index) {
-  const Layer& layer = model_.layers[index];
-  Tensor& out = tensors_[index];
-  Node& node = nodes_[index];
-  if (layer.kind == LayerKind::kSoftmaxCrossEntropy) {
-    logits_.resize(size_t(batch_) * model_.num_classes);
-    logits_diff_.resize(logits_.size());
-    labels_.assign(batch_, 0);
-    return absl::OkStatus();
-  }
-  out.count = size_t(batch_) * layer.out.elements();
-  PSB_CUDNN(cudnnCreateTensorDescriptor(&out.desc));
-  PSB_CUDNN(cudnnSetTensor4dDescriptor(out.desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_,
-                                       layer.out.c, layer.out.h, layer.out.w));
-  out.value = DeviceFloats(out.count);
-  // The images get a gradient buffer too: batch norm computes its parameter gradients and
-  // its input gradient in one call, even when that input is the images.
-  out.diff = DeviceFloats(out.count);
-  auto add_param = [&](const Layer::Param& p) {
-    node.params.push_back(static_cast<int>(params_.size()));
-    params_.push_back({p.name, index, p.count, size_t(p.count) * sizeof(float)});
-    device_values_.push_back(DeviceFloats(p.count));
-    device_grads_.push_back(DeviceFloats(p.count));
-    node.value.push_back(device_values_.back());
-    node.grad.push_back(device_grads_.back());
-  };
-  auto channel_desc = [&](int c) {
-    PSB_CUDNN(cudnnCreateTensorDescriptor(&node.bias_desc));
-    PSB_CUDNN(cudnnSetTensor4dDescriptor(node.bias_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c, 1, 1));
-  };
-  const bool window = layer.kind == LayerKind::kConvolution || layer.kind == LayerKind::kMaxPool ||
-                      layer.kind == LayerKind::kAvgPool;
-  if (window && (layer.pad_top != layer.pad_bottom || layer.pad_left != layer.pad_right))
-    return absl::UnimplementedError("cuDNN takes symmetric padding only");
-  const bool fused_relu = layer.relu && (layer.kind == LayerKind::kConvolution ||
-                                         layer.kind == LayerKind::kFullyConnected ||
-                                         layer.kind == LayerKind::kBatchNorm);
-  if (fused_relu) node.relu_diff = DeviceFloats(out.count);
-  switch (layer.kind) {
-    case LayerKind::kInput:
-      return absl::OkStatus();
-    case LayerKind::kConvolution: {
-      const Shape& in = model_.layers[layer.inputs[0]].out;
-      PSB_CUDNN(cudnnCreateFilterDescriptor(&node.filter));
-      PSB_CUDNN(cudnnSetFilter4dDescriptor(node.filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           layer.outputs, in.c, layer.kernel_h, layer.kernel_w));
-      PSB_CUDNN(cudnnCreateConvolutionDescriptor(&node.conv));
-      PSB_CUDNN(cudnnSetConvolution2dDescriptor(node.conv, layer.pad_top, layer.pad_left,
-                                                layer.stride_h, layer.stride_w, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-      if (absl::Status s = ChooseConvolution(index); !s.ok()) return s;
-      add_param(layer.params[0]);
-      if (layer.bias) {
-        add_param(layer.params[1]);
-        channel_desc(layer.outputs);
-      }
-      return absl::OkStatus();
-    }
-    case LayerKind::kBatchNorm:
-      channel_desc(layer.out.c);
-      add_param(layer.params[0]);
-      add_param(layer.params[1]);
-      node.save_mean = DeviceFloats(layer.out.c);
-      node.save_inv_var = DeviceFloats(layer.out.c);
-      return absl::OkStatus();
-    case LayerKind::kRelu:
-    case LayerKind::kConcat:
-    case LayerKind::kAdd:
-      return absl::OkStatus();
-    case LayerKind::kMaxPool:
-    case LayerKind::kAvgPool:
-      PSB_CUDNN(cudnnCreatePoolingDescriptor(&node.pool));
-      PSB_CUDNN(cudnnSetPooling2dDescriptor(
-          node.pool,
-          layer.kind == LayerKind::kMaxPool ? CUDNN_POOLING_MAX
-                                            : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
-          CUDNN_NOT_PROPAGATE_NAN, layer.kernel_h, layer.kernel_w, layer.pad_top, layer.pad_left,
-          layer.stride_h, layer.stride_w));
-      return absl::OkStatus();
-    case LayerKind::kLrn:
-      PSB_CUDNN(cudnnCreateLRNDescriptor(&node.lrn));
-      PSB_CUDNN(cudnnSetLRNDescriptor(node.lrn, layer.lrn_size, layer.lrn_alpha, layer.lrn_beta,
-                                      layer.lrn_k));
-      return absl::OkStatus();
-    case LayerKind::kFullyConnected:
-      add_param(layer.params[0]);
-      add_param(layer.params[1]);
-      return absl::OkStatus();
-    case LayerKind::kSoftmaxCrossEntropy:
-      return absl::OkStatus();
-  }
-  return absl::OkStatus();
-}
-
 
 absl::Status CudnnNetwork::Bind(std::span<float* const> values, std::span<float* const> grads) {
   if (values.size() != params_.size() || grads.size() != params_.size())
@@ -340,7 +207,15 @@ void CudnnNetwork::PinHostMemory() {
 void CudnnNetwork::WriteParam(int p, std::span<const float> values) {
   std::memcpy(host_values_[p], values.data(), params_[p].bytes);
   PSB_CUDA(cudaMemcpyAsync(device_values_[p], values.data(), params_[p].bytes, cudaMemcpyHostToDevice, stream_));
+  FiltersToDevice(params_[p].layer);
   PSB_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudnnNetwork::FiltersToDevice(int layer) {
+  Node& node = nodes_[layer];
+  if (node.filter_value == nullptr) return;
+  const float one = 1.f, zero = 0.f;
+  PSB_CUDNN(cudnnTransformTensor(cudnn_, &one, node.kcrs, node.value[0], &zero, node.krsc, node.filter_value));
 }
 
 std::vector<float> CudnnNetwork::ReadParam(int p) {
@@ -363,15 +238,24 @@ void CudnnNetwork::ParamsChanged() {
     PSB_CUDA(cudaMemcpyAsync(device_values_[p], host_values_[p], params_[p].bytes,
                              cudaMemcpyHostToDevice, stream_));
   }
+  for (size_t i = 0; i < nodes_.size(); ++i) FiltersToDevice(static_cast<int>(i));
   PSB_CUDA(cudaStreamSynchronize(stream_));
 }
 
 void CudnnNetwork::SetBatch(std::span<const float> images, std::span<const int> labels) {
   Tensor& input = tensors_[0];
-  PSB_CUDA(cudaMemcpyAsync(input.value, images.data(), std::min(images.size(), input.count) * sizeof(float),
+  PSB_CUDA(cudaMemcpyAsync(nhwc_ ? images_ : input.value, images.data(),
+                           std::min(images.size(), input.count) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  const float one = 1.f, zero = 0.f;
+  if (nhwc_) PSB_CUDNN(cudnnTransformTensor(cudnn_, &one, images_desc_, images_, &zero, input.desc, input.value));
+  std::copy_n(labels.begin(), std::min<size_t>(labels.size(), labels_.size()), labels_.begin());
+  const int classes = model_.num_classes;
+  std::fill(one_hot_host_.begin(), one_hot_host_.end(), 0.f);
+  for (int n = 0; n < batch_; ++n)
+    if (labels_[n] >= 0 && labels_[n] < classes) one_hot_host_[size_t(n) * classes + labels_[n]] = 1.f;
+  PSB_CUDA(cudaMemcpyAsync(one_hot_, one_hot_host_.data(), one_hot_host_.size() * sizeof(float),
                            cudaMemcpyHostToDevice, stream_));
   PSB_CUDA(cudaStreamSynchronize(stream_));  // `images` is the caller's, pageable
-  std::copy_n(labels.begin(), std::min<size_t>(labels.size(), labels_.size()), labels_.begin());
 }
 
 void CudnnNetwork::ReluForward(Tensor& t) {
@@ -390,7 +274,9 @@ float* CudnnNetwork::ReluBackward(int index) {
 }
 
 void CudnnNetwork::ReadLayerTimes(const std::vector<cudaEvent_t>& events, bool forward) {
-  for (size_t i = 1; i + 1 < model_.layers.size(); ++i) {
+  // The loss (the last layer) has a forward time only: its gradient is computed with it.
+  const size_t end = forward ? model_.layers.size() : model_.layers.size() - 1;
+  for (size_t i = 1; i < end; ++i) {
     float ms = 0;
     // Backward runs the layers last to first: layer i's time is from event i+1 to event i.
     PSB_CUDA(forward ? cudaEventElapsedTime(&ms, events[i], events[i + 1])
@@ -400,22 +286,34 @@ void CudnnNetwork::ReadLayerTimes(const std::vector<cudaEvent_t>& events, bool f
 }
 
 double CudnnNetwork::Forward() {
-  const size_t last = model_.layers.size() - 1;  // the loss, on the host
+  const size_t last = model_.layers.size() - 1;  // the loss
   for (size_t i = 1; i < last; ++i) {
     PSB_CUDA(cudaEventRecord(forward_events_[i], stream_));
     ForwardLayer(static_cast<int>(i));
   }
   PSB_CUDA(cudaEventRecord(forward_events_[last], stream_));
-  const int in = model_.loss().inputs[0];
-  PSB_CUDA(cudaMemcpyAsync(logits_.data(), tensors_[in].value, logits_.size() * sizeof(float),
-                           cudaMemcpyDeviceToHost, stream_));
+  const double loss = LossForward();
+  PSB_CUDA(cudaEventRecord(forward_events_[last + 1], stream_));
   PSB_CUDA(cudaStreamSynchronize(stream_));
   ReadLayerTimes(forward_events_, true);
-  const auto start = Clock::now();
-  const double loss = SoftmaxCrossEntropy(logits_.data(), labels_.data(), batch_,
-                                         model_.num_classes, logits_diff_.data());
-  times_.back().forward_s = std::chrono::duration<double>(Clock::now() - start).count();
   return loss;
+}
+
+// Softmax cross-entropy on the device (the host would leave the GPU idle for a round trip
+// and a core's worth of exponentials): the mean of -log softmax at each label, and the
+// gradient (softmax - one-hot) / N, which Backward starts from.
+double CudnnNetwork::LossForward() {
+  const float one = 1.f, zero = 0.f;
+  const float scale = 1.f / static_cast<float>(batch_), minus = -scale;
+  Tensor& logits = tensors_[model_.loss().inputs[0]];
+  PSB_CUDNN(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
+                                logits.value, &zero, logits_desc_, log_probs_));
+  PSB_CUDNN(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, logits_desc_,
+                                logits.value, &zero, logits_desc_, logits.diff));
+  PSB_CUDNN(cudnnAddTensor(cudnn_, &minus, logits_desc_, one_hot_, &scale, logits_desc_, logits.diff));
+  float dot = 0;  // with the host pointer mode, cuBLAS returns once the result is in
+  PSB_CUBLAS(cublasSdot(cublas_, batch_ * model_.num_classes, log_probs_, 1, one_hot_, 1, &dot));
+  return -static_cast<double>(dot) / batch_;
 }
 
 void CudnnNetwork::StageGradient(int p) {
@@ -431,9 +329,6 @@ void CudnnNetwork::StageGradient(int p) {
 void CudnnNetwork::Backward(const std::function<void(int)>& ready) {
   for (Tensor& t : tensors_) t.diff_written = false;
   staged_.clear();
-  const int in = model_.loss().inputs[0];
-  PSB_CUDA(cudaMemcpyAsync(tensors_[in].diff, logits_diff_.data(), logits_diff_.size() * sizeof(float),
-                           cudaMemcpyHostToDevice, stream_));
   const size_t last = model_.layers.size() - 1;
   PSB_CUDA(cudaEventRecord(backward_events_[last], stream_));
   for (size_t i = last - 1; i >= 1; --i) {
@@ -460,9 +355,10 @@ void CudnnNetwork::Backward(const std::function<void(int)>& ready) {
 
 }  // namespace cudnn_engine
 
-extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int math, int* code,
+extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int math, int layout, int* code,
                                             std::string* error) {
-  auto network = std::make_unique<cudnn_engine::CudnnNetwork>(*model, batch, static_cast<Math>(math));
+  auto network = std::make_unique<cudnn_engine::CudnnNetwork>(*model, batch, static_cast<Math>(math),
+                                                              static_cast<Layout>(layout));
   if (absl::Status s = network->Build(); !s.ok()) {
     *code = static_cast<int>(s.code());
     *error = std::string(s.message());

@@ -10,8 +10,9 @@ namespace psbench::trainer {
 
 // The GPU engine (cuDNN + cuBLAS) on CUDA device 0, in the module psbench_trainer_gpu.so
 // (see network.cc, which loads it). Returns null and sets *error when it cannot be built
-// (FAILED_PRECONDITION: no device; anything else: the model or the math). `math` is a Math.
-extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int math, int* code,
+// (FAILED_PRECONDITION: no device; anything else: the model or the math). `math` is a Math,
+// `layout` a Layout.
+extern "C" Network* PsbenchMakeCudnnNetwork(const Model* model, int batch, int math, int layout, int* code,
                                             std::string* error);
 
 }  // namespace psbench::trainer

@@ -34,6 +34,22 @@ absl::StatusOr<Math> ParseMath(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("--math: '", name, "' is not one of fp32, tf32, bf16"));
 }
 
+absl::StatusOr<Layout> ParseLayout(absl::string_view name) {
+  if (name == "auto") return Layout::kAuto;
+  if (name == "nchw") return Layout::kNchw;
+  if (name == "nhwc") return Layout::kNhwc;
+  return absl::InvalidArgumentError(absl::StrCat("--layout: '", name, "' is not one of auto, nchw, nhwc"));
+}
+
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kAuto: return "auto";
+    case Layout::kNchw: return "nchw";
+    case Layout::kNhwc: return "nhwc";
+  }
+  return "?";
+}
+
 const char* MathName(Math math) {
   switch (math) {
     case Math::kFp32: return "fp32";
@@ -53,11 +69,15 @@ std::vector<std::string> EngineNames() {
 
 absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
                                                      const Model& model, int batch,
-                                                     int threads, Math math) {
+                                                     int threads, Math math, Layout layout) {
   if (engine == "cpu") {
     if (math != Math::kFp32) {
       return absl::InvalidArgumentError(absl::StrCat("--math=", MathName(math),
                                                      " needs --engine=gpu: the CPU engine computes in fp32"));
+    }
+    if (layout != Layout::kAuto) {
+      return absl::InvalidArgumentError(absl::StrCat("--layout=", LayoutName(layout),
+                                                     " needs --engine=gpu: oneDNN picks each layer's layout"));
     }
     return MakeDnnlNetwork(model, batch, threads);
   }
@@ -73,12 +93,12 @@ absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
       return absl::FailedPreconditionError(
           absl::StrCat("--engine=gpu: cannot load the GPU engine: ", dlerror()));
     }
-    using Make = Network* (*)(const Model*, int, int, int*, std::string*);
+    using Make = Network* (*)(const Model*, int, int, int, int*, std::string*);
     auto make = reinterpret_cast<Make>(dlsym(module, "PsbenchMakeCudnnNetwork"));
     if (make == nullptr) return absl::InternalError("--engine=gpu: the GPU engine module has no factory");
     int code = 0;
     std::string error;
-    Network* network = make(&model, batch, static_cast<int>(math), &code, &error);
+    Network* network = make(&model, batch, static_cast<int>(math), static_cast<int>(layout), &code, &error);
     if (network == nullptr) return absl::Status(static_cast<absl::StatusCode>(code), error);
     return std::unique_ptr<Network>(network);
   }

@@ -52,6 +52,14 @@ enum class Math { kFp32, kTf32, kBf16 };
 absl::StatusOr<Math> ParseMath(absl::string_view name);
 const char* MathName(Math math);
 
+// How the GPU engine lays out activations and convolution filters on the device: NCHW with
+// KCRS filters, or NHWC ("channels last") with KRSC filters, which tensor-core kernels read
+// without transposing. kAuto: NHWC for tf32, NCHW for fp32 (whose fastest algorithms,
+// Winograd and FFT, are NCHW only). Host buffers are NCHW/KCRS either way.
+enum class Layout { kAuto, kNchw, kNhwc };
+absl::StatusOr<Layout> ParseLayout(absl::string_view name);
+const char* LayoutName(Layout layout);
+
 class Network {
  public:
   virtual ~Network() = default;
@@ -64,6 +72,9 @@ class Network {
   // properties); nullopt: the caller estimates the CPU's.
   virtual std::optional<PeakEstimate> DevicePeak() const { return std::nullopt; }
   virtual StagingTimes staging() const { return {}; }
+  // The device layout the engine chose ("nchw", "nhwc"); "" where the engine picks its own
+  // per layer (oneDNN).
+  virtual std::string layout() const { return ""; }
 
   // Every trainable parameter, in model order.
   virtual const std::vector<ParamInfo>& params() const = 0;
@@ -100,7 +111,8 @@ class Network {
 std::vector<std::string> EngineNames();
 absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
                                                      const Model& model, int batch,
-                                                     int threads, Math math = Math::kFp32);
+                                                     int threads, Math math = Math::kFp32,
+                                                     Layout layout = Layout::kAuto);
 
 }  // namespace psbench::trainer
 

@@ -144,8 +144,10 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   if (!model.ok()) return model.status();
   absl::StatusOr<Math> math = ParseMath(options.math);
   if (!math.ok()) return math.status();
+  absl::StatusOr<Layout> layout = ParseLayout(options.layout);
+  if (!layout.ok()) return layout.status();
   absl::StatusOr<std::unique_ptr<Network>> made =
-      MakeNetwork(options.engine, *model, options.batch, options.threads, *math);
+      MakeNetwork(options.engine, *model, options.batch, options.threads, *math, *layout);
   if (!made.ok()) return made.status();
   ParamStorage storage((*made)->params());
   // Declared after the memory it is bound to, so that it goes first (it unpins that memory).
@@ -223,6 +225,7 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   result["engine"] = options.engine;
   result["engine_description"] = net.description();
   result["math"] = options.math;
+  if (!net.layout().empty()) result["layout"] = net.layout();
   result["batch"] = options.batch;
   result["threads"] = threads;
   result["warmup_iterations"] = options.warmup;

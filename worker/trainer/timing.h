@@ -31,6 +31,7 @@ struct TimingOptions {
   std::string model;
   std::string engine = "cpu";
   std::string math = "fp32";
+  std::string layout = "auto";  // the GPU engine's (ParseLayout)
   int batch = 16;
   int threads = 0;      // 0: the engine's default (all cores)
   int warmup = 2;       // iterations before measuring
