@@ -51,7 +51,7 @@ const std::vector<Rule>& Rules() {
       {{"outstanding"},
        [](const RunShape& s) { return Runs(s, Benchmark::kThroughput); },
        "applies to --benchmark=throughput only (payloads outstanding per PS)"},
-      {{"batch", "engine", "math", "threads", "warmup-steps", "learning-rate", "momentum", "write-trace"},
+      {{"batch", "engine", "math", "layout", "threads", "warmup-steps", "learning-rate", "momentum", "write-trace"},
        [](const RunShape& s) { return s.kind == Kind::kTraining; },
        "applies to --trainer only"},
       {{"replay"},

@@ -64,14 +64,15 @@ std::optional<Table> TimingTable(const std::vector<const Record*>& timing) {
   t.title = "Model timing (psbench train)";
   t.notes.push_back("images/s of forward and of forward+backward; share of the processor's peak for "
                     "the math used (the CPU's measured FP32, a GPU's from its properties).");
-  t.columns = {"host", "model", "engine", "math", "batch", "threads", "forward images/s", "fwd+bwd images/s", "fwd+bwd % of peak"};
+  t.columns = {"host",  "model",   "engine",           "math",
+               "layout", "batch", "threads", "forward images/s", "fwd+bwd images/s", "fwd+bwd % of peak"};
   for (const Record* rec : timing) {
     const Record& r = *rec;
     auto fwd = r.forward ? r.forward->images_per_s : std::nullopt;
     auto train = r.forward_backward ? r.forward_backward->images_per_s : std::nullopt;
     auto peak = r.forward_backward ? r.forward_backward->fraction_of_peak : std::nullopt;
     t.rows.push_back({r.EnvironmentText("host"), r.model.value_or(""), r.engine.value_or(""), r.math.value_or("fp32"),
-                      std::to_string(r.batch.value_or(0)), std::to_string(r.threads.value_or(0)),
+                      r.layout.value_or("-"), std::to_string(r.batch.value_or(0)), std::to_string(r.threads.value_or(0)),
                       fwd ? Fixed(*fwd, 2) : "-", train ? Fixed(*train, 2) : "-", peak ? Fixed(100 * *peak, 1) : "-"});
   }
   return t;

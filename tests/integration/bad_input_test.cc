@@ -256,6 +256,7 @@ const std::vector<BadInput> kScenarioCases = {
     {"WindowWithLatency", {}, {"--window=4"}, {"--window", "--benchmark=bandwidth"}},
     {"OutstandingWithLatency", {}, {"--outstanding=4"}, {"--outstanding", "--benchmark=throughput"}},
     {"BatchWithoutTrainer", {}, {"--batch=4"}, {"--batch", "applies to --trainer only"}},
+    {"LayoutWithoutTrainer", {}, {"--layout=nhwc"}, {"--layout", "applies to --trainer only"}},
     {"StepsWithLatency", {}, {"--steps=4"}, {"--steps", "--benchmark=updates"}},
     {"WindowWithUpdates", {}, {"--benchmark=updates", "--window=4"}, {"--window", "--benchmark=bandwidth"}},
     {"SkewBiasWithUniform", {}, {"--skew-bias=small"}, {"--skew-bias", "--scheme=skew"}},

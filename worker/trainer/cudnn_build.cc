@@ -171,7 +171,7 @@ absl::Status CudnnNetwork::BuildLayer(int index) {
       // Scale, shift and statistics as cuDNN derives them for this input and mode.
       PSB_CUDNN(cudnnCreateTensorDescriptor(&node.bias_desc));
       descriptors_.push_back(node.bias_desc);
-      PSB_CUDNN(cudnnDeriveBNTensorDescriptor(node.bias_desc, tensors_[layer.inputs[0]].desc, BatchNormMode()));
+      PSB_CUDNN(cudnnDeriveBNTensorDescriptor(node.bias_desc, tensors_[layer.inputs[0]].desc, CUDNN_BATCHNORM_SPATIAL));
       add_param(layer.params[0]);
       add_param(layer.params[1]);
       node.save_mean = Alloc(layer.out.c);

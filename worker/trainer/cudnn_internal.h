@@ -146,10 +146,6 @@ class CudnnNetwork final : public Network {
   double LossForward();
   // NHWC filters from the KCRS parameters (after parameters reach the device).
   void FiltersToDevice(int layer);
-  // Persistent kernels (one pass over the tensor held on chip where it fits) suit NHWC.
-  cudnnBatchNormMode_t BatchNormMode() const {
-    return nhwc_ ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
-  }
   void ReluForward(Tensor& t);
   float* ReluBackward(int index);  // returns the pre-activation gradient
   void* Workspace(size_t bytes);

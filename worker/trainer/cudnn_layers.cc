@@ -35,7 +35,7 @@ void CudnnNetwork::ForwardLayer(int index) {
         return;
       }
       PSB_CUDNN(cudnnBatchNormalizationForwardTraining(
-          cudnn_, BatchNormMode(), &one, &zero, src.desc, src.value, out.desc, out.value,
+          cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, src.desc, src.value, out.desc, out.value,
           node.bias_desc, node.value[0], node.value[1], 0.0, nullptr, nullptr,
           std::max<double>(layer.epsilon, CUDNN_BN_MIN_EPSILON), node.save_mean, node.save_inv_var));
       if (layer.relu) ReluForward(out);
@@ -164,7 +164,7 @@ void CudnnNetwork::BackwardLayer(int index) {
       }
       float* dy = layer.relu ? ReluBackward(index) : out.diff;
       PSB_CUDNN(cudnnBatchNormalizationBackward(
-          cudnn_, BatchNormMode(), &one, &beta, &one, &zero, src.desc, src.value, out.desc,
+          cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &beta, &one, &zero, src.desc, src.value, out.desc,
           dy, src.desc, src.diff, node.bias_desc, node.value[0], node.grad[0], node.grad[1],
           std::max<double>(layer.epsilon, CUDNN_BN_MIN_EPSILON), node.save_mean, node.save_inv_var));
       Written(in0);
