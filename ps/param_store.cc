@@ -54,6 +54,69 @@ std::optional<UpdateReport> ParamStore::Report() const {
   return r;
 }
 
+std::string TestFault::ToString() const {
+  const char* name = kind == kDrop ? "drop" : kind == kDuplicate ? "duplicate" : "wrong-tensor";
+  return absl::StrCat(name, ":", worker, ":", step, ":", tensor);
+}
+
+absl::StatusOr<TestFault> ParseTestFault(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  TestFault f;
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "test fault '", text, "': expected drop|duplicate|wrong-tensor:WORKER:STEP:TENSOR"));
+  };
+  if (parts.size() != 4) return bad();
+  if (parts[0] == "drop") f.kind = TestFault::kDrop;
+  else if (parts[0] == "duplicate") f.kind = TestFault::kDuplicate;
+  else if (parts[0] == "wrong-tensor") f.kind = TestFault::kWrongTensor;
+  else return bad();
+  if (!absl::SimpleAtoi(parts[1], &f.worker) || !absl::SimpleAtoi(parts[2], &f.step) ||
+      !absl::SimpleAtoi(parts[3], &f.tensor))
+    return bad();
+  return f;
+}
+
+void ParamStore::SetTestFault(const TestFault& fault) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fault_ = fault;
+}
+
+std::span<const float> ParamStore::Gradient(const Part& part, size_t i) {
+  std::span<const float> g = Floats(part.values[i], &scratch_);
+  if (!fault_ || part.header.worker != fault_->worker || part.header.step != fault_->step) return g;
+  const uint32_t t = part.tensors[i];
+  switch (fault_->kind) {
+    case TestFault::kDrop:
+      if (t != fault_->tensor) return g;
+      fault_out_.assign(g.size(), 0.f);
+      return fault_out_;
+    case TestFault::kDuplicate:
+      if (t != fault_->tensor) return g;
+      fault_out_.assign(g.begin(), g.end());
+      for (float& x : fault_out_) x *= 2;
+      return fault_out_;
+    case TestFault::kWrongTensor: {
+      const auto at = std::find(part.tensors.begin(), part.tensors.end(), fault_->tensor);
+      if (at == part.tensors.end() || part.tensors.size() < 2) return g;
+      const size_t from = static_cast<size_t>(at - part.tensors.begin());
+      if (i == from) {
+        // Kept: applying this tensor may write its reply over the request's gradient.
+        fault_from_.assign(g.begin(), g.end());
+        fault_out_.assign(g.size(), 0.f);
+        return fault_out_;
+      }
+      if (i != (from + 1) % part.tensors.size()) return g;
+      fault_out_.assign(g.begin(), g.end());
+      std::span<const float> moved = from < i ? std::span<const float>(fault_from_)
+                                              : Floats(part.values[from], &fault_from_);
+      for (size_t e = 0; e < std::min(moved.size(), fault_out_.size()); ++e) fault_out_[e] += moved[e];
+      return fault_out_;
+    }
+  }
+  return g;
+}
+
 void ParamStore::Account(uint32_t worker, uint64_t step) {
   UpdateReport::Worker& a = accounting_[worker];
   ++a.applied;
@@ -281,7 +344,7 @@ absl::Status ParamStore::ApplyAsync(const Part& part) {
     }
   }
   for (size_t i = 0; i < part.tensors.size(); ++i)
-    Apply(part.tensors[i], nullptr, Floats(part.values[i], &scratch_), 1, At(part.reply, i));
+    Apply(part.tensors[i], nullptr, Gradient(part, i), 1, At(part.reply, i));
   bool step_done = whole;
   if (!whole) {
     for (uint32_t t : part.tensors) sp->applied[t] = true;
@@ -345,15 +408,15 @@ absl::Status ParamStore::GatherSync(const Part& part, absl::AnyInvocable<void(ab
   g.pending.push_back(std::move(p));
   if (!last) {
     for (size_t i = 0; i < part.tensors.size(); ++i)
-      Accumulate(part.tensors[i], Floats(part.values[i], &scratch_), g.count == 1);
+      Accumulate(part.tensors[i], Gradient(part, i), g.count == 1);
     return absl::OkStatus();  // held
   }
   // The last worker of the part: apply the mean gradient (the others' sum plus its own,
   // added in arrival order, in the same pass), answer everyone.
   for (size_t i = 0; i < part.tensors.size(); ++i) {
     const uint32_t t = part.tensors[i];
-    Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Floats(part.values[i], &scratch_),
-          config_.num_workers, At(part.reply, i));
+    Apply(t, config_.num_workers > 1 ? sum_[t].data() : nullptr, Gradient(part, i), config_.num_workers,
+          At(part.reply, i));
   }
   size_t& applied = sync_applied_[g.step];
   applied += part.tensors.size();

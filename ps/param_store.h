@@ -14,12 +14,33 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 #include "ps/param_protocol.h"
 #include "transports/transport.h"
 
 namespace psbench {
+
+// A deliberate error of the store, for the tests of the no-lost-update check only: psbench-ps
+// arms it from the environment variable PSBENCH_TEST_PS_FAULT (no flag, so no command line
+// reaches it). For tensor `tensor` of this PS's shard, the update of worker `worker`'s step
+// `step` is left out (kDrop), applied twice (kDuplicate), or applied to the next tensor of the
+// same exchange instead (kWrongTensor: that one gets it on top of its own, over the elements
+// both have). The store still accounts the update as applied once, as a store with such a bug
+// would: only the parameters show it.
+struct TestFault {
+  enum Kind { kDrop, kDuplicate, kWrongTensor } kind = kDrop;
+  uint32_t worker = 0;
+  uint64_t step = 0;
+  uint32_t tensor = 0;
+  std::string ToString() const;  // as parsed
+};
+// "drop:W:S:T", "duplicate:W:S:T" or "wrong-tensor:W:S:T".
+absl::StatusOr<TestFault> ParseTestFault(absl::string_view text);
 
 class ParamStore final : public ExchangeHandler {
  public:
@@ -34,6 +55,8 @@ class ParamStore final : public ExchangeHandler {
   uint64_t updates_applied() const;
   // Which updates of the current run were applied; nullopt before the first run.
   std::optional<UpdateReport> Report() const;
+  // Arms a test fault (TestFault) for every run after this call.
+  void SetTestFault(const TestFault& fault);
 
  private:
   // One exchange as the store reads it: which tensors of the shard it carries, in order, their
@@ -67,6 +90,9 @@ class ParamStore final : public ExchangeHandler {
   };
 
   absl::Status Check(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request) const;
+  // The gradient of the part's i-th tensor as the store uses it: as received, or as the armed
+  // test fault changes it.
+  std::span<const float> Gradient(const Part& part, size_t i);
   // Reads a step's request into *part (kSubset: its index list into *listed, checked against
   // the shard, as its tensors' sizes).
   absl::Status Read(const ExchangeHeader& h, std::span<const std::span<const std::byte>> request,
@@ -98,6 +124,8 @@ class ParamStore final : public ExchangeHandler {
   std::vector<std::vector<float>> params_, momentum_, sum_;
   std::vector<uint32_t> all_tensors_;  // 0..n-1: a whole shard's part
   std::vector<float> scratch_;  // a misaligned incoming tensor, copied
+  std::optional<TestFault> fault_;
+  std::vector<float> fault_out_, fault_from_;  // a gradient as the fault changed it; its source
   // Sync: the parts, keyed by first tensor; the run's first step splits the shard into them,
   // and every later step must be split alike.
   std::map<uint32_t, Gather> gathers_;

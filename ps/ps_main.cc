@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -71,6 +72,14 @@ int Main(int argc, char** argv) {
   auto start = std::chrono::steady_clock::now();
   // Serves the embedded trainer's exchanges (declared first: it outlives the server).
   ParamStore param_store;
+  // The no-lost-update check's own tests arm a deliberate store error this way only.
+  if (const char* fault = std::getenv("PSBENCH_TEST_PS_FAULT"); fault != nullptr && *fault != '\0') {
+    auto parsed = ParseTestFault(fault);
+    if (!parsed.ok()) Die(kProgram, absl::StrCat("PSBENCH_TEST_PS_FAULT: ", parsed.status().message()), kExitUsage);
+    param_store.SetTestFault(*parsed);
+    std::fprintf(stderr, "psbench-ps: TEST FAULT ARMED (PSBENCH_TEST_PS_FAULT=%s): its updates will be wrong\n",
+                 parsed->ToString().c_str());
+  }
   ServerOptions options;
   options.exchange_handler = &param_store;
   auto listen = ResolveListenAddress(absl::GetFlag(FLAGS_listen));

@@ -16,6 +16,7 @@
 #include "payloads/payload.h"
 #include "ps/ps_client.h"
 #include "worker/timed_replay.h"
+#include "worker/update_codes.h"
 #include "worker/trainer_flags.h"
 
 namespace psbench {
@@ -24,39 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr char kProgram[] = "psbench-worker";
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return x;
-}
-
-// A step's gradient of one tensor: 1 + ((A + B) mod 4), times `unit`. A pass over the model
-// every step, so vectorised (the PS's SGD is the same length).
-void FillGradient(float* __restrict g, const uint8_t* __restrict codes, uint64_t n, uint32_t a, float unit) {
-#pragma omp simd
-  for (uint64_t i = 0; i < n; ++i) g[i] = unit * static_cast<float>(1 + ((a + codes[i]) & 3));
-}
-
-// A(w, s) and B(t, i) of the gradient 1 + ((A + B) mod 4); the initial value P(t, i).
-uint32_t StepCode(uint64_t seed, uint64_t worker, uint64_t step) {
-  return static_cast<uint32_t>(Mix(Mix(seed ^ 0xA5A5A5A5ULL) + worker * 0x9E3779B97F4A7C15ULL + step) & 3);
-}
-uint32_t ElementCode(uint64_t seed, uint64_t tensor, uint64_t i) {
-  return static_cast<uint32_t>(Mix(Mix(seed ^ 0x5A5A5A5AULL) + tensor * 0x9E3779B97F4A7C15ULL + i) & 3);
-}
-float Initial(uint64_t seed, uint64_t tensor, uint64_t i) {
-  return static_cast<float>((seed + tensor * 1009 + i) % 1024);
-}
-
-// What one PS applied, as counts of A(w, s) over the applied updates (each with its
-// multiplicity): the expected value of element (t, i) is
-// P - sum over r of count[r] * (1 + ((r + B) mod 4)) x unit (the sync mean of W x g is g).
-struct Applied {
-  uint64_t count[4] = {0, 0, 0, 0};
-};
+using update_codes::Codes;
 
 // Per step: the recorded compute, the replayed step, the exposed communication; then the
 // parts' round trips.
@@ -159,15 +128,17 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   if (!made_ps.ok()) Die(kProgram, made_ps.status(), ExitCodeFor(made_ps.status()));
   PsClient& ps = **made_ps;
   auto fail = [](const absl::Status& s) { Die(kProgram, absl::StrCat("updates: ", s.message()), kExitRuntime); };
+  const Codes update_codes(seed, W, static_cast<uint64_t>(settings.steps));
   std::vector<std::vector<uint8_t>> codes(elements.size());  // B(t, i)
   for (size_t t = 0; t < elements.size(); ++t) {
     codes[t].resize(elements[t]);
-    for (uint64_t i = 0; i < elements[t]; ++i) codes[t][i] = static_cast<uint8_t>(ElementCode(seed, t, i));
+    for (uint64_t i = 0; i < elements[t]; ++i)
+      codes[t][i] = static_cast<uint8_t>(update_codes::ElementCode(seed, t, i));
   }
   auto initial_values = [&] {
     for (size_t t = 0; t < elements.size(); ++t) {
       float* v = ps.outgoing(static_cast<int>(t));
-      for (uint64_t i = 0; i < elements[t]; ++i) v[i] = Initial(seed, t, i);
+      for (uint64_t i = 0; i < elements[t]; ++i) v[i] = update_codes::Initial(seed, t, i);
     }
   };
 
@@ -195,9 +166,9 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   const float unit = settings.sync ? static_cast<float>(W) : 1.f;
   uint64_t pushed_bytes = 0;
   auto fill = [&](int step) {
-    const uint32_t a = StepCode(seed, me, static_cast<uint64_t>(step));
+    const uint32_t code = update_codes.UpdateCode(me, static_cast<uint64_t>(step));
     for (size_t t = 0; t < elements.size(); ++t) {
-      FillGradient(ps.outgoing(static_cast<int>(t)), codes[t].data(), elements[t], a, unit);
+      Codes::FillGradient(ps.outgoing(static_cast<int>(t)), codes[t].data(), elements[t], code, unit);
       pushed_bytes += tensor_bytes[t];
     }
   };
@@ -222,14 +193,15 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   const std::vector<UpdateReport>& reports = *read;
 
   // What each PS applied, checked against what this worker knows, then element by element.
-  std::vector<std::string> problems;
+  std::vector<std::string> problems, unexplained;
   uint64_t mismatches = 0, checked = 0;
   nlohmann::json first_mismatch;
+  nlohmann::json explained = nlohmann::json::array();
   nlohmann::json ps_json = nlohmann::json::array();
   for (size_t p = 0; p < num_ps; ++p) {
     const UpdateReport& r = reports[p];
     const std::string& address = ps.ps_address(p);
-    Applied applied;
+    Codes::Applied applied;
     if (r.workers.size() != W) {
       problems.push_back(absl::StrCat("PS ", address, " reports ", r.workers.size(), " workers, not ", W));
     }
@@ -250,32 +222,54 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                                         " was acknowledged"));
       }
       for (const auto& [first, last] : rw.steps.ranges()) {
-        for (uint64_t s = first; s <= last; ++s) ++applied.count[StepCode(seed, w, s)];
+        for (uint64_t s = first; s <= last; ++s) applied.Add(update_codes.UpdateCode(static_cast<uint32_t>(w), s));
       }
-      for (uint64_t d : rw.duplicates) ++applied.count[StepCode(seed, w, d)];
+      for (uint64_t d : rw.duplicates) applied.Add(update_codes.UpdateCode(static_cast<uint32_t>(w), d));
     }
     if (settings.sync && r.updates != static_cast<uint64_t>(settings.steps)) {
       problems.push_back(absl::StrCat("PS ", address, " applied ", r.updates, " steps; the run has ", settings.steps));
     }
-    // Expected: P - sum_r count[r] * (1 + ((r + B) mod 4)), one value per B.
-    double expected_for_code[4];
-    for (uint32_t b = 0; b < 4; ++b) {
-      uint64_t dec = 0;
-      for (uint32_t r4 = 0; r4 < 4; ++r4) dec += applied.count[r4] * (1 + ((r4 + b) & 3));
-      expected_for_code[b] = -static_cast<double>(dec);
-    }
+    // Expected: P less, per element, what the applied updates took (a table by group and
+    // code); a tensor that differs is explained by one update where one fits.
+    double decrement[update_codes::kGroups][4];
+    applied.Decrements(decrement);
+    int explained_here = 0;
+    std::vector<double> diff;
     for (size_t t : ps.shard(p).tensors) {
       const float* got = ps.incoming(t);
+      uint64_t tensor_mismatches = 0, first_i = 0;
+      diff.resize(elements[t]);
       for (uint64_t i = 0; i < elements[t]; ++i) {
-        const double want = Initial(seed, t, i) + expected_for_code[codes[t][i]];
+        const double want = update_codes::Initial(seed, t, i) - decrement[i % update_codes::kGroups][codes[t][i]];
+        diff[i] = static_cast<double>(got[i]) - want;
         ++checked;
-        if (static_cast<double>(got[i]) != want) {
+        if (diff[i] != 0) {
           if (mismatches == 0) {
             first_mismatch = {{"ps", address}, {"tensor", t}, {"element", i}, {"expected", want}, {"got", got[i]}};
           }
+          if (tensor_mismatches++ == 0) first_i = i;
           ++mismatches;
         }
       }
+      if (tensor_mismatches == 0) continue;
+      // Searching the run's updates costs a pass over them: the first few tensors only.
+      const Codes::Explanation e = explained_here < 8 ? update_codes.Explain(diff, codes[t]) : Codes::Explanation{};
+      ++explained_here;
+      if (e.kind == Codes::Explanation::kNone) {
+        unexplained.push_back(fmt::format(
+            "PS {} tensor {}: {} of {} elements differ (element {}: expected {}, got {}), not by one update",
+            address, t, tensor_mismatches, elements[t], first_i, got[first_i] - diff[first_i], got[first_i]));
+        continue;
+      }
+      const bool missing = e.kind == Codes::Explanation::kMissing;
+      problems.push_back(absl::StrCat("PS ", address, " tensor ", t, ": ",
+                                      missing ? "the update of " : "an extra update of ",
+                                      update_codes::DescribeUpdates(e),
+                                      missing ? " is missing" : " was applied", " (every element off by its gradient)"));
+      nlohmann::json updates = nlohmann::json::array();
+      for (const auto& [w, s] : e.updates) updates.push_back({{"worker", w}, {"step", s}});
+      explained.push_back({{"ps", address}, {"tensor", t}, {"kind", missing ? "missing" : "extra"},
+                           {"updates", updates}, {"fitting", e.fitting}});
     }
     nlohmann::json placed = nlohmann::json::array();
     for (size_t t : ps.shard(p).tensors) placed.push_back(t);
@@ -285,13 +279,8 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                        {"data_plane", ps.data_plane(p)},
                        {"applied", r.ToJson()}});
   }
-  if (mismatches > 0) {
-    problems.push_back(fmt::format(
-        "PS {} tensor {} element {}: expected {}, got {} ({} of {} elements differ)",
-        first_mismatch["ps"].get<std::string>(), first_mismatch["tensor"].get<int>(),
-        first_mismatch["element"].get<uint64_t>(), first_mismatch["expected"].get<double>(),
-        first_mismatch["got"].get<double>(), mismatches, checked));
-  }
+  // Named updates first: they say which worker's which step went wrong where.
+  problems.insert(problems.end(), unexplained.begin(), unexplained.end());
 
   const bool exact = problems.empty();
   Record record;
@@ -337,6 +326,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.command = command;
   record.timestamp = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
   if (!first_mismatch.is_null()) record.extra["first_mismatch"] = first_mismatch;
+  if (!explained.empty()) record.extra["explained"] = explained;
   if (!quiet) {
     std::string applied_text;
     for (size_t p = 0; p < num_ps; ++p) {

@@ -9,8 +9,10 @@
 //
 // Arithmetic is exact: initial values are integers in [0, 1024), learning rate 1, momentum
 // 0; worker w's gradient of step s for element i of tensor t is
-// 1 + ((A(w, s) + B(t, i)) mod 4) (A, B seeded hashes), times the worker count in sync mode
-// (the PS applies the mean), so every value stays an integer below 2^24.
+// 1 + ((A(w, s, i) + B(t, i)) mod 4), times the worker count in sync mode (the PS applies the
+// mean), so every value stays an integer below 2^24. A is 2 bits of a code unique to the
+// update, B a seeded hash (update_codes.h): a tensor off by one update's gradient names the
+// worker and step of that update, left out or applied twice.
 #ifndef PSBENCH_WORKER_UPDATES_WORKER_H_
 #define PSBENCH_WORKER_UPDATES_WORKER_H_
 

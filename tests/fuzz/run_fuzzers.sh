@@ -7,7 +7,8 @@
 # (corpus/<target>/), libFuzzer's log (<target>.log) and any crash file (crashes/<target>/).
 # PSBENCH_FUZZ_TARGETS="a b" runs only those; PSBENCH_FUZZ_RUNS=N also stops a target after
 # N executions. Prints one line per target with its executions; exits 1 if any target found
-# a crash, leak or timeout (the line names the file that reproduces it), 2 on usage errors.
+# a crash, leak or timeout (the line names the file that reproduces it) or ran no input at
+# all, 2 on usage errors.
 set -uo pipefail
 
 # All in a function, read whole before it runs: an edit to this file during a run cannot
@@ -57,7 +58,11 @@ for t in $targets; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   files=$(ls "$corpus" | wc -l)
   artifact=$(ls "$crashes" 2>/dev/null | head -1)
-  if [ "$rc" -ne 0 ] || [ -n "$artifact" ]; then
+  if [ "$rc" -eq 0 ] && [ -z "$artifact" ] && [ "${execs:-0}" -eq 0 ]; then
+    # A target that ran no input checked nothing: as much a failure as a crash.
+    echo "$t: FAILED: it ran no input in ${elapsed}s (log: $log)"
+    failed=1
+  elif [ "$rc" -ne 0 ] || [ -n "$artifact" ]; then
     reason=$(grep -m1 -E '^==[0-9]+==ERROR|runtime error|fuzz property failed|^SUMMARY' "$log")
     echo "$t: FAILED (exit $rc) after ${execs:-?} executions in ${elapsed}s: ${reason:-see $log}"
     echo "$t:   reproduce: $exe ${artifact:+$crashes/$artifact}   (log: $log)"

@@ -195,12 +195,16 @@ Argv PsArgv(const Argv& flags) {
   return argv;
 }
 
-std::unique_ptr<PsServer> PsServer::Start(const Argv& flags) {
+std::unique_ptr<PsServer> PsServer::Start(const Argv& flags) { return Start(flags, {}); }
+
+std::unique_ptr<PsServer> PsServer::Start(const Argv& flags, const Argv& env) {
   // No --listen: a PS serves loopback unless told otherwise, which the first line shows.
   Argv args = {"--port=0"};
   args.insert(args.end(), flags.begin(), flags.end());
   std::unique_ptr<PsServer> ps(new PsServer);
-  ps->process_ = std::make_unique<Process>(PsArgv(args));
+  // env(1) execs the PS in its own place: the pid stays the one the first line names.
+  ps->process_ = std::make_unique<Process>(env.empty() ? PsArgv(args)
+                                                       : Concat(Concat({"/usr/bin/env"}, env), PsArgv(args)));
   static const std::regex kListening(
       R"(psbench-ps listening on 127\.0\.0\.1:(\d+) transport=grpc pid=(\d+) cpus=\S+ host=\S+)");
   auto deadline = Clock::now() + seconds(20);

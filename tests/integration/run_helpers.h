@@ -120,6 +120,8 @@ class PsServer {
   // Starts it and waits (at most 20 s) for "psbench-ps listening on 127.0.0.1:PORT ...".
   // Returns nullptr, after reporting a test failure with the reason, when it did not start.
   static std::unique_ptr<PsServer> Start(const Argv& flags = {});
+  // The same with these VAR=VALUE in its environment.
+  static std::unique_ptr<PsServer> Start(const Argv& flags, const Argv& env);
 
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

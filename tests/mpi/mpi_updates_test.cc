@@ -45,6 +45,33 @@ TEST_F(MpiUpdatesTest, ExactOverGrpcMpiSyncAndAsync) {
   }
 }
 
+// The check fires over grpc+mpi too: every PS rank armed with a test fault (mpirun hands its
+// environment to the local ranks) drops, doubles or misplaces worker 1's step 3 of the first
+// tensor of its shard, accounting for it as a correct store would. The first worker to find
+// it ends the MPI job (a dead rank ends it), and its line, which psbench relays, names the PS,
+// the tensor and the update.
+TEST_F(MpiUpdatesTest, TestFaultsAreCaughtAndNamed) {
+  struct Case {
+    const char* kind;
+    const char* words;
+  };
+  for (const Case& c : {Case{"drop", "is missing"}, Case{"duplicate", "an extra update of"},
+                        Case{"wrong-tensor", "is missing"}}) {
+    for (const char* sync : {"--sync", "--async"}) {
+      SCOPED_TRACE(std::string(c.kind) + " " + sync);
+      RunResult r = RunCommand(Concat({"/usr/bin/env", std::string("PSBENCH_TEST_PS_FAULT=") + c.kind + ":1:3:0"},
+                                      RunArgv({"--transport=grpc+mpi", "--benchmark=updates", sync, "--num-ps=2",
+                                               "--num-workers=2", "--steps=6"})),
+                               seconds(150));
+      EXPECT_EQ(r.exit_code, 1) << r.Describe();
+      for (const std::string& words : {std::string("updates lost or wrong: PS 127.0.0.1:"), std::string(" tensor "),
+                                       std::string("worker 1's step 3"), std::string(c.words)}) {
+        EXPECT_NE(r.err.find(words), std::string::npos) << words << "\n" << r.Describe();
+      }
+    }
+  }
+}
+
 // --replay=timed over grpc+mpi: the ResNet-18 steps captured from PyTorch, its buckets sent
 // part by part as they became ready; parameters still exact, the run as long as its compute.
 TEST_F(MpiUpdatesTest, TimedReplayOfACapturedTraceIsExact) {

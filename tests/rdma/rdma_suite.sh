@@ -24,6 +24,9 @@
 #                      measures: every attack refused, the worker finishes, the PS survives
 #   updates/sync, updates/async  `psbench run --benchmark=updates`, 3 workers x 2 PS: no lost
 #                      update, every parameter exact
+#   updates/fault-KIND-SYNC  2 workers x 2 PS with every PS armed with a test fault
+#                      (PSBENCH_TEST_PS_FAULT: drop, duplicate, wrong-tensor of worker 1's
+#                      step 3): the run fails, a worker's line naming PS, tensor and update
 #   run/open-loop      `psbench run --load=poisson:200`, throughput 2 workers x 2 PS: every
 #                      planned operation sent and counted
 #   updates/timed-sync, updates/timed-async  the same with --replay=timed of a small
@@ -598,6 +601,31 @@ for sync in sync async; do
     else
         pass "$name" "$t0" "3 workers x 2 PS, 8 $sync steps: every parameter exact"
     fi
+done
+
+# --- the check can fire: every PS drops, doubles or misplaces worker 1's step 3 -------------
+# ... of the first tensor of its shard, and accounts for it as a correct store would: the run
+# must exit 1 with the line of a worker naming the PS, the tensor and that update, over $T.
+for fault in drop duplicate wrong-tensor; do
+    for sync in sync async; do
+        name=updates/fault-$fault-$sync
+        selected "$name" || continue
+        t0=$EPOCHREALTIME rc=0
+        case_log "$name"
+        PSBENCH_TEST_PS_FAULT="$fault:1:3:0" timeout -k 5 "$PROC_TIMEOUT" "$BIN/psbench" run --transport="$T" \
+            "${EXTRA[@]}" --benchmark=updates --"$sync" --num-ps=2 --num-workers=2 --steps=6 --buffers=6 \
+            >"$LOG.out" 2>"$LOG.err" || rc=$?
+        words="is missing"
+        [ "$fault" = duplicate ] && words="an extra update of"
+        if [ "$rc" -ne 1 ]; then
+            fail "$name" "$t0" "psbench run exited $rc, expected 1 (124: it hung)" "$LOG"
+        elif ! grep -q "updates lost or wrong: PS .* tensor [0-9]*: .*worker 1's step 3" "$LOG.err" ||
+             ! grep -q "$words" "$LOG.err"; then
+            fail "$name" "$t0" "no line names the PS, the tensor and worker 1's step 3 ($words)" "$LOG"
+        else
+            pass "$name" "$t0" "$fault of worker 1's step 3, $sync: caught and named"
+        fi
+    done
 done
 
 # --- timed replay: a captured step replayed as it ran, 2 workers x 2 PS --------------------

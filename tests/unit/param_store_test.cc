@@ -617,3 +617,91 @@ TEST(ParamStoreKernelTest, ReplyInTheRequestsMemoryOrMisalignedIsTheSame) {
 
 }  // namespace
 }  // namespace psbench
+
+namespace psbench {
+namespace {
+
+TEST(TestFaultTest, ParsesTheThreeKindsAndRefusesTheRest) {
+  auto f = ParseTestFault("wrong-tensor:1:3:2");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->kind, TestFault::kWrongTensor);
+  EXPECT_EQ(f->worker, 1u);
+  EXPECT_EQ(f->step, 3u);
+  EXPECT_EQ(f->tensor, 2u);
+  EXPECT_EQ(f->ToString(), "wrong-tensor:1:3:2");
+  EXPECT_EQ(ParseTestFault("drop:0:0:0")->kind, TestFault::kDrop);
+  EXPECT_EQ(ParseTestFault("duplicate:0:9:1")->kind, TestFault::kDuplicate);
+  for (const char* bad : {"", "drop", "drop:1:2", "drop:1:2:3:4", "lose:1:2:3", "drop:-1:2:3", "drop:a:2:3"})
+    EXPECT_FALSE(ParseTestFault(bad).ok()) << bad;
+}
+
+// Worker w's step 0, tensor 0: what each fault does to the parameters, sync and async, for
+// the step's first worker (its gradient is summed) and its last (applied with the sum), while
+// the store still reports the update applied once.
+struct FaultCase {
+  TestFault::Kind kind;
+  bool sync;
+  uint32_t worker;
+};
+
+class StoreFaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(StoreFaultTest, ChangesOnlyTheNamedUpdateAndStillAccountsIt) {
+  const auto [kind, sync, faulty] = GetParam();
+  ParamStore store;
+  store.SetTestFault({.kind = kind, .worker = faulty, .step = 0, .tensor = 0});
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{10.f, 10.f}, {10.f}, {10.f}}, sync);
+  init.header.learning_rate = 1.f;
+  init.Send(store);
+  ASSERT_TRUE(init.result && init.result->ok());
+  // Integer gradients, sync scaled by the worker count so that the mean is the gradient.
+  const float unit = sync ? 2.f : 1.f;
+  for (uint64_t step = 0; step < 2; ++step) {
+    Exchange a = Make(ExchangeHeader::kStep, 0, 2, step, {{unit, unit}, {unit}, {unit}}, sync);
+    Exchange b = Make(ExchangeHeader::kStep, 1, 2, step, {{2 * unit, 2 * unit}, {2 * unit}, {2 * unit}}, sync);
+    a.header.learning_rate = b.header.learning_rate = 1.f;
+    a.Send(store);
+    b.Send(store);
+    ASSERT_TRUE(a.result && b.result && a.result->ok() && b.result->ok());
+  }
+  // Without the fault every tensor loses 1 + 2 a step: 10 - 6 = 4. The faulty worker's
+  // share of a step is `share`.
+  const float share = faulty == 0 ? 1.f : 2.f;
+  Exchange read = Make(ExchangeHeader::kInit, 0, 2, 0, {{0.f, 0.f}, {0.f}, {0.f}}, sync);
+  read.Send(store);
+  ASSERT_TRUE(read.result && read.result->ok());
+  std::vector<std::vector<float>> want = {{4.f, 4.f}, {4.f}, {4.f}};
+  if (kind == TestFault::kDrop) want[0] = {4 + share, 4 + share};
+  if (kind == TestFault::kDuplicate) want[0] = {4 - share, 4 - share};
+  if (kind == TestFault::kWrongTensor) {
+    want[0] = {4 + share, 4 + share};
+    want[1] = {4 - share};  // the next tensor got tensor 0's gradient (its first element) too
+  }
+  EXPECT_EQ(read.reply, want);
+  auto report = store.Report();
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->updates, sync ? 2u : 4u);
+  for (const auto& w : report->workers) {
+    EXPECT_EQ(w.steps.ToString(), "0-1");
+    EXPECT_TRUE(w.duplicates.empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, StoreFaultTest,
+                         ::testing::ValuesIn([] {
+                           std::vector<FaultCase> cases;
+                           for (auto kind : {TestFault::kDrop, TestFault::kDuplicate, TestFault::kWrongTensor})
+                             for (bool sync : {true, false})
+                               for (uint32_t worker : {0u, 1u}) cases.push_back({kind, sync, worker});
+                           return cases;
+                         }()),
+                         [](const auto& info) {
+                           const char* k = info.param.kind == TestFault::kDrop        ? "Drop"
+                                           : info.param.kind == TestFault::kDuplicate ? "Duplicate"
+                                                                                      : "WrongTensor";
+                           return std::string(k) + (info.param.sync ? "Sync" : "Async") + "Worker" +
+                                  std::to_string(info.param.worker);
+                         });
+
+}  // namespace
+}  // namespace psbench
