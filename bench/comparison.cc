@@ -4,16 +4,11 @@
 #include <cctype>
 
 #include "bench/load_report.h"
+#include "bench/stats.h"
 #include "fmt/core.h"
 
 namespace psbench {
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string Capitalized(std::string s) {
   if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
@@ -45,12 +40,13 @@ void Comparison::Add(const std::string& series, const Record& r) {
   auto at = std::find(schemes.begin(), schemes.end(), scheme);
   if (at == schemes.end()) at = schemes.insert(schemes.end(), scheme);
   const bool tp = std::string(kind->name) == "throughput";
-  ComparisonKey key{static_cast<int>(at - schemes.begin()),
-                    scheme,
-                    KeyBytes(r),
-                    r.payload_summary.value_or(""),
-                    tp ? static_cast<int>(r.ps.value_or(1)) : 1,
-                    tp ? static_cast<int>(r.workers.value_or(1)) : 1};
+  ComparisonKey key;
+  key.scheme_order = static_cast<int>(at - schemes.begin());
+  key.scheme = scheme;
+  key.bytes = KeyBytes(r);
+  key.payload = r.payload_summary.value_or("");
+  key.ps = tp ? static_cast<int>(r.ps.value_or(1)) : 1;
+  key.workers = tp ? static_cast<int>(r.workers.value_or(1)) : 1;
   if (LoadPointOf(r)) {
     key.load = JsonTextAt(LoadOf(r), "schedule");
     key.load_rate = JsonNumberAt(LoadOf(r), "rate_per_s");

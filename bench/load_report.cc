@@ -6,6 +6,7 @@
 
 #include "bench/figures.h"
 #include "bench/hdr_text.h"
+#include "bench/stats.h"
 #include "bench/table.h"
 #include "fmt/core.h"
 
@@ -75,11 +76,7 @@ std::optional<Knee> FindKnee(const std::vector<LoadPoint>& points) {
   std::vector<double> good;
   for (size_t i = 0; i < points.size(); ++i) {
     const LoadPoint& p = points[i];
-    std::vector<double> below = good;
-    std::sort(below.begin(), below.end());
-    const double low = below.empty()            ? 0
-                       : below.size() % 2 == 1 ? below[below.size() / 2]
-                                               : (below[below.size() / 2 - 1] + below[below.size() / 2]) / 2;
+    const double low = Median(good);
     if (p.dropped > 0) {
       why[i] = fmt::format("{} operations dropped", p.dropped);
     } else if (p.offered_per_s > 0 && p.achieved_per_s < kKneeAchieved * p.offered_per_s) {

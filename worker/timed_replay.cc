@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/stats.h"
 
 namespace psbench {
 namespace {
@@ -16,14 +17,6 @@ constexpr absl::Duration kSpinAhead = absl::Microseconds(200);
 constexpr absl::Duration kLate = absl::Microseconds(50);
 
 double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
-
-// The q-quantile of `v` (nearest rank: a value that was measured); 0 when empty.
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
 
 // When bucket `b` became ready in trace step `k`: its last tensor's time; a tensor without a
 // gradient in that step counts as ready when the step's compute ended.
@@ -179,11 +172,6 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
     step_us.push_back(s.step_us);
     exposed_us.push_back(s.exposed_us);
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   const Histogram& h = replay.part_latency;
   std::vector<size_t> ps_of(model.tensor_bytes.size(), 0);
   for (size_t i = 0; i < ps.num_parts(); ++i) {
@@ -191,24 +179,25 @@ nlohmann::json TimedReplayJson(const TimedReplay& replay, const TimedModel& mode
   }
   nlohmann::json tensors = nlohmann::json::array();
   for (size_t t = 0; t < model.tensor_bytes.size(); ++t) {
-    const std::vector<double>& lat = replay.tensor_latency_us[t];
-    const std::vector<double>& wait = replay.tensor_ready_to_back_us[t];
+    std::vector<double> lat = replay.tensor_latency_us[t], wait = replay.tensor_ready_to_back_us[t];
+    std::sort(lat.begin(), lat.end());
+    std::sort(wait.begin(), wait.end());
     tensors.push_back({{"name", model.names[t]},
                        {"bytes", model.tensor_bytes[t]},
                        {"ps", ps_of[t]},
                        {"count", lat.size()},
-                       {"latency_us", {{"p50", Quantile(lat, 0.5)}, {"p90", Quantile(lat, 0.9)},
-                                       {"p99", Quantile(lat, 0.99)}, {"max", Quantile(lat, 1)}}},
-                       {"ready_to_back_us", {{"p50", Quantile(wait, 0.5)}, {"max", Quantile(wait, 1)}}}});
+                       {"latency_us", {{"p50", NearestRank(lat, 0.5)}, {"p90", NearestRank(lat, 0.9)},
+                                       {"p99", NearestRank(lat, 0.99)}, {"max", NearestRank(lat, 1)}}},
+                       {"ready_to_back_us", {{"p50", NearestRank(wait, 0.5)}, {"max", NearestRank(wait, 1)}}}});
   }
   return {{"mode", "timed"},
           {"tensors", model.tensor_bytes.size()},
           {"buckets", model.buckets.size()},
           {"parts", ps.num_parts()},
           {"steps", steps},
-          {"median_compute_us", median(compute_us)},
-          {"median_step_us", median(step_us)},
-          {"median_exposed_us", median(exposed_us)},
+          {"median_compute_us", Median(compute_us)},
+          {"median_step_us", Median(step_us)},
+          {"median_exposed_us", Median(exposed_us)},
           {"late_starts", replay.late_starts},
           {"part_latency_us",
            {{"count", h.count()},

@@ -233,32 +233,42 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
     // code); a tensor that differs is explained by one update where one fits.
     double decrement[update_codes::kGroups][4];
     applied.Decrements(decrement);
-    int explained_here = 0;
+    auto want = [&](size_t t, uint64_t i) {
+      return update_codes::Initial(seed, t, i) - decrement[i % update_codes::kGroups][codes[t][i]];
+    };
+    int searched = 0, unexplained_here = 0;
     std::vector<double> diff;
     for (size_t t : ps.shard(p).tensors) {
       const float* got = ps.incoming(t);
       uint64_t tensor_mismatches = 0, first_i = 0;
-      diff.resize(elements[t]);
       for (uint64_t i = 0; i < elements[t]; ++i) {
-        const double want = update_codes::Initial(seed, t, i) - decrement[i % update_codes::kGroups][codes[t][i]];
-        diff[i] = static_cast<double>(got[i]) - want;
         ++checked;
-        if (diff[i] != 0) {
-          if (mismatches == 0) {
-            first_mismatch = {{"ps", address}, {"tensor", t}, {"element", i}, {"expected", want}, {"got", got[i]}};
-          }
-          if (tensor_mismatches++ == 0) first_i = i;
-          ++mismatches;
+        if (static_cast<double>(got[i]) == want(t, i)) continue;
+        if (mismatches == 0) {
+          first_mismatch = {{"ps", address}, {"tensor", t}, {"element", i}, {"expected", want(t, i)}, {"got", got[i]}};
         }
+        if (tensor_mismatches++ == 0) first_i = i;
+        ++mismatches;
       }
       if (tensor_mismatches == 0) continue;
-      // Searching the run's updates costs a pass over them: the first few tensors only.
-      const Codes::Explanation e = explained_here < 8 ? update_codes.Explain(diff, codes[t]) : Codes::Explanation{};
-      ++explained_here;
+      // Which update explains it: the differences (only for a tensor that has some), then a
+      // search of the run's updates, which costs a pass over them: for the first few tensors.
+      Codes::Explanation e;
+      const bool search = tensor_mismatches == elements[t] && searched < 8;
+      if (search) {
+        diff.resize(elements[t]);
+        for (uint64_t i = 0; i < elements[t]; ++i) diff[i] = static_cast<double>(got[i]) - want(t, i);
+        e = update_codes.Explain(diff, codes[t]);
+        ++searched;
+      }
       if (e.kind == Codes::Explanation::kNone) {
-        unexplained.push_back(fmt::format(
-            "PS {} tensor {}: {} of {} elements differ (element {}: expected {}, got {}), not by one update",
-            address, t, tensor_mismatches, elements[t], first_i, got[first_i] - diff[first_i], got[first_i]));
+        // One line per tensor for the first few; the count says the rest.
+        if (unexplained_here++ < 8) {
+          unexplained.push_back(fmt::format(
+              "PS {} tensor {}: {} of {} elements differ (element {}: expected {}, got {}){}", address, t,
+              tensor_mismatches, elements[t], first_i, want(t, first_i), got[first_i],
+              search ? ", not by one update" : ""));
+        }
         continue;
       }
       const bool missing = e.kind == Codes::Explanation::kMissing;
@@ -270,6 +280,9 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
       for (const auto& [w, s] : e.updates) updates.push_back({{"worker", w}, {"step", s}});
       explained.push_back({{"ps", address}, {"tensor", t}, {"kind", missing ? "missing" : "extra"},
                            {"updates", updates}, {"fitting", e.fitting}});
+    }
+    if (unexplained_here > 8) {
+      unexplained.push_back(absl::StrCat("PS ", address, ": ", unexplained_here - 8, " more tensors differ"));
     }
     nlohmann::json placed = nlohmann::json::array();
     for (size_t t : ps.shard(p).tensors) placed.push_back(t);

@@ -8,12 +8,6 @@
 
 namespace psbench::report::internal {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::string Fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
 
 void AddUnique(std::vector<std::string>& list, const std::string& text) {

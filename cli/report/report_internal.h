@@ -22,7 +22,6 @@ namespace psbench::report::internal {
 
 using nlohmann::json;
 
-double Median(std::vector<double> v);
 std::string Fixed(double v, int decimals);
 // Adds `text` to `list` unless it is there (keeps first-seen order).
 void AddUnique(std::vector<std::string>& list, const std::string& text);

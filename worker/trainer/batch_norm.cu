@@ -78,16 +78,24 @@ void Reduce(const BnShape& s, Terms terms, double* partials, cudaStream_t stream
   ReduceRows<<<grid, dim3(kLanes, kRows), 0, stream>>>(terms, int64_t(s.n) * s.hw, s.c, p1, p2);
 }
 
+// Channel c's two sums over the reductions' partial sums.
+__device__ inline void SumPartials(const double* p1, const double* p2, int groups, int C, int c, double* s,
+                                   double* q) {
+  *s = 0;
+  *q = 0;
+  for (int g = 0; g < groups; ++g) {
+    *s += p1[int64_t(g) * C + c];
+    *q += p2[int64_t(g) * C + c];
+  }
+}
+
 // coeff[c] = scale / std, coeff[C + c] = shift - mean * scale / std.
 __global__ void FinishStats(const double* p1, const double* p2, int groups, int C, double count, float eps,
                             const float* scale, const float* shift, float* mean, float* inv_std, float* coeff) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  double s = 0, q = 0;
-  for (int g = 0; g < groups; ++g) {
-    s += p1[int64_t(g) * C + c];
-    q += p2[int64_t(g) * C + c];
-  }
+  double s, q;
+  SumPartials(p1, p2, groups, C, c, &s, &q);
   const double m = s / count;
   const double var = fmax(q / count - m * m, 0.0);  // biased, as training normalizes
   const double is = 1.0 / sqrt(var + double(eps));
@@ -103,11 +111,8 @@ __global__ void FinishGrads(const double* p1, const double* p2, int groups, int 
                             const float* scale, const float* inv_std, float* dscale, float* dshift, float* coeff) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  double s = 0, q = 0;
-  for (int g = 0; g < groups; ++g) {
-    s += p1[int64_t(g) * C + c];
-    q += p2[int64_t(g) * C + c];
-  }
+  double s, q;
+  SumPartials(p1, p2, groups, C, c, &s, &q);
   const double is = inv_std[c];
   dscale[c] = static_cast<float>(q * is);
   dshift[c] = static_cast<float>(s);
