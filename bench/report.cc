@@ -95,6 +95,9 @@ Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement&
                           {"sessions_lost", lost}});
   }
   r.extra["ps_counted"] = ps_counted;
+  // Latency echoes: the payload comes back; the other benchmarks push.
+  r.extra["moved"] = MovedJson(m.moved_before, m.moved_after,
+                               {m.bytes, s.benchmark == Benchmark::kLatency ? m.bytes : 0});
   r.peers_lost = peers_lost;
   json ps_cpu = json::array();
   json ps_place = json::array();
@@ -128,6 +131,7 @@ Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement&
 
 Record AggregateThroughput(const std::vector<Record>& workers) {
   Record total = workers.at(0);
+  total.extra.erase("moved");  // each worker's record carries its own
   double first_start = 1e300, last_end = 0, rate_sum = 0, worst_p99 = 0;
   uint64_t iterations = 0, bytes = 0;
   json per_worker = json::array();

@@ -225,13 +225,16 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
   auto ps_before = PsCpu(client, loop.servers(), &before);
   if (!ps_before.ok()) return ps_before.status();
   CpuTimes cpu_before = ProcessCpuTimes();
+  m.moved_before = {client.Counts(), before};
   m.start = absl::Now();
   if (absl::Status s = phase(scenario.iterations, scenario.duration, &m); !s.ok()) return s;
+  m.moved_after.worker = client.Counts();
   // The last completion (not when the loop returned: an open loop then counts what it dropped).
   m.end = m.start + absl::Seconds(m.seconds);
   CpuTimes cpu_after = ProcessCpuTimes();
   auto ps_after = PsCpu(client, loop.servers(), &m.ps_info);
   if (!ps_after.ok()) return ps_after.status();
+  m.moved_after.ps = m.ps_info;
   m.worker_cpu = {cpu_after.user_s - cpu_before.user_s, cpu_after.system_s - cpu_before.system_s};
   for (size_t i = 0; i < loop.servers(); ++i) {
     m.ps_cpu.push_back({(*ps_after)[i].user_s - (*ps_before)[i].user_s,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "bench/histogram.h"
 #include "bench/load.h"
+#include "bench/moved.h"
 #include "bench/scenario.h"
 #include "bench/sysinfo.h"
 #include "payloads/payload.h"
@@ -48,6 +49,8 @@ struct Measurement {
   CpuTimes worker_cpu;        // this process, during the measurement
   std::vector<CpuTimes> ps_cpu;         // each PS process, during the measurement
   std::vector<ServerInfo> ps_info;      // each PS, at the end
+  // Both sides' data-plane counts around the measurement (bench/moved.h).
+  MovedSnapshot moved_before, moved_after;
   // What each PS itself counted during the measurement (all workers together).
   std::vector<uint64_t> ps_rpcs;
   std::vector<uint64_t> ps_bytes;

@@ -204,6 +204,7 @@ absl::Status PsClient::Exchange(ExchangeHeader::Kind kind, uint64_t step, const 
       return absl::InternalError(absl::StrCat(what, ": a part's completion in a whole round (wait for parts first)"));
     }
     if (!c->status.ok() && failure.ok()) failure = Named(what, c->tag, c->status);
+    if (c->status.ok()) Exchanged(*shards_[c->tag].request, *shards_[c->tag].reply);
   }
   return failure;
 }
@@ -233,6 +234,7 @@ absl::StatusOr<std::optional<size_t>> PsClient::NextPart(absl::Time deadline) {
     return Named(absl::StrCat("step ", parts_[i].step, " (bucket ", parts_[i].part.bucket, ")"),
                  parts_[i].part.ps, c->status);
   }
+  Exchanged(*parts_[i].request, *parts_[i].reply);
   return std::optional<size_t>(i);
 }
 

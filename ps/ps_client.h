@@ -104,6 +104,11 @@ class PsClient {
   // [{"ps", "tensors": count, "bytes"}], the placement as records show it.
   nlohmann::json PlacementJson() const;
 
+  // The payload bytes of every exchange completed so far, headers included: sent (gradients,
+  // initial values) and received back (parameters). What the data plane must have carried.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
  private:
   struct ShardPayloads {
     Shard placed;
@@ -123,6 +128,10 @@ class PsClient {
     int request_id = -1, reply_id = -1;
   };
   absl::Status MakeParts(const std::vector<uint64_t>& tensor_bytes);
+  void Exchanged(const Payload& request, const Payload& reply) {
+    bytes_sent_ += request.total_bytes();
+    bytes_received_ += reply.total_bytes();
+  }
   // `status` of an exchange with PS `ps`, prefixed with what it was and the PS once.
   absl::Status Named(const std::string& what, size_t ps, const absl::Status& status) const;
   PsClient(Client& client, Options options) : client_(client), options_(std::move(options)) {}
@@ -135,6 +144,7 @@ class PsClient {
   std::vector<float*> outgoing_, incoming_;
   std::vector<uint64_t> bytes_;
   std::vector<std::string> data_plane_;
+  uint64_t bytes_sent_ = 0, bytes_received_ = 0;
 };
 
 }  // namespace psbench

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "payloads/payload.h"
+#include "transports/data_counts.h"
 
 namespace psbench {
 
@@ -66,6 +67,10 @@ struct ServerInfo {
   uint64_t sessions_lost = 0;
   double wall_s = 0;
   std::string data_plane;  // what carries the bytes, e.g. "rxe0 port 1 GID 0 MTU 1024 RoCE"
+  // The data plane's own tally since start (all workers), and its name ("grpc", "rdma",
+  // "mpi", "loopback"); rpcs_served and bytes_received are the PS's count of payloads served.
+  std::string plane;
+  DataCounts moved;
   std::string instance;    // random per PS server: the same at two addresses means one PS
   // The exchange handler's account of its current run, as JSON (ps/param_store.h,
   // UpdateReport: which steps of which worker it applied); empty before any exchange run.
@@ -138,6 +143,16 @@ inline bool ConnectFailureIsUsage(absl::StatusCode code) {
   }
 }
 
+// What a worker's Client moved since it was made, by what carried it.
+struct ClientCounts {
+  std::string plane;  // what carries payloads: "grpc", "rdma", "mpi", "loopback"
+  DataCounts data;    // that data plane's tally
+  // Its PsControl calls over gRPC: calls made, request and reply bytes (no payload).
+  DataCounts control;
+  // gRPC payload calls by any client of this process (ProcessGrpcPayloadCalls).
+  DataCounts grpc_payload;
+};
+
 // Worker side. Driven by one thread, like a completion queue: Start() any number of ops,
 // then reap them with Next().
 class Client {
@@ -182,6 +197,9 @@ class Client {
     int num_workers = 1;
   };
   virtual std::optional<JobPlacement> Placement() const { return std::nullopt; }
+
+  // What this client moved so far (read from the driving thread).
+  virtual ClientCounts Counts() const = 0;
 
   // Control plane.
   virtual absl::StatusOr<ServerInfo> GetInfo(size_t server) = 0;

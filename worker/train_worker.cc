@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "bench/moved.h"
 #include "bench/report.h"
 #include "bench/sysinfo.h"
 #include "fmt/format.h"
@@ -73,6 +74,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
 
   // Every worker starts from the same seeded values; the first to arrive sets the PS, and
   // all continue from what the PS answers.
+  auto moved_before = TakeMovedSnapshot(client);
+  if (!moved_before.ok()) Die(kWorkerProgram, moved_before.status(), kExitRuntime);
   net.InitParams(scenario.payload.seed);
   for (size_t i = 0; i < params.size(); ++i) std::memcpy(grads[i], values[i], params[i].bytes);
   exchange(ExchangeHeader::kInit, 0);
@@ -116,6 +119,8 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     h2d_s.push_back(std::chrono::duration<double>(loaded - exchanged).count());
     losses.push_back(loss);
   }
+  auto moved_after = TakeMovedSnapshot(client);
+  if (!moved_after.ok()) Die(kWorkerProgram, moved_after.status(), kExitRuntime);
   // Every worker of a run gets the same flags: worker 0 alone writes the trace.
   if (!settings.write_trace.empty() && scenario.worker_index == 0) {
     if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
@@ -176,6 +181,7 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     }
   }
   record.extra["final_params"] = {{"sum", sum}, {"sum_squares", sum_squares}};
+  record.extra["moved"] = MovedJson(*moved_before, *moved_after, {ps.bytes_sent(), ps.bytes_received()});
   record.loss_first = losses.front();
   record.loss_last = losses.back();
   record.environment = Environment();
@@ -193,6 +199,9 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
+  }
+  if (std::string why = MovedDisagreement(record.extra["moved"]); !why.empty()) {
+    Die(kWorkerProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);
   }
   return 0;
 }

@@ -142,6 +142,8 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
     }
   };
 
+  auto moved_before = TakeMovedSnapshot(client);
+  if (!moved_before.ok()) fail(moved_before.status());
   // Every worker sends the same initial values; the first sets the PS.
   initial_values();
   if (absl::Status s = ps.Exchange(ExchangeHeader::kInit, 0); !s.ok()) fail(s);
@@ -191,6 +193,8 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   auto read = ps.ReadBack(initial_values, &reads);
   if (!read.ok()) fail(read.status());
   const std::vector<UpdateReport>& reports = *read;
+  auto moved_after = TakeMovedSnapshot(client);
+  if (!moved_after.ok()) fail(moved_after.status());
 
   // What each PS applied, checked against what this worker knows, then element by element.
   std::vector<std::string> problems, unexplained;
@@ -333,6 +337,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.extra["replay"] = timed ? TimedReplayJson(*timed, timed_model, ps) : nlohmann::json{{"mode", "back-to-back"}};
   record.result = exact ? "exact" : "mismatch";
   record.extra["problems"] = problems;
+  record.extra["moved"] = MovedJson(*moved_before, *moved_after, {ps.bytes_sent(), ps.bytes_received()});
   record.placement = ps_json;
   record.config = ScenarioToJson(scenario);
   record.environment = Environment();
@@ -357,6 +362,9 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   }
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+  if (std::string why = MovedDisagreement(record.extra["moved"]); !why.empty()) {
+    Die(kProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);
   }
   if (!exact) {
     Die(kProgram, absl::StrCat("updates lost or wrong: ", problems.front(),

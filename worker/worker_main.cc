@@ -354,6 +354,11 @@ int Main(int argc, char** argv) {
           Die(kProgram, s, kExitRuntime);
         }
       }
+      // The data plane's own count must be the benchmark's (the record written keeps both).
+      if (std::string why = MovedDisagreement(record.extra["moved"]); !why.empty()) {
+        progress.Stop();
+        Die(kProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);
+      }
       if (!hdr_out.empty()) records.push_back(std::move(record));
     }
     // Nothing is in flight after a measurement: free this plan's payloads (a sweep to 1 GiB

@@ -85,11 +85,32 @@ absl::Status OneExchange(Worker& w) {
   return ExchangeOnce(*client, *req, *rep);
 }
 
+// Both sides' data planes counted exactly the payload bytes that moved since `before` (a fresh
+// PS: since it started): `sent` from the worker, `back` to it; the PS serves the worker's
+// plane; a worker of another plane than gRPC made no gRPC payload call.
+void ExpectPlanesCounted(Client& client, const ClientCounts& before, const ServerInfo& info, uint64_t sent,
+                         uint64_t back) {
+  const ClientCounts now = client.Counts();
+  const DataCounts worker = now.data - before.data;
+  EXPECT_EQ(worker.payload_bytes_sent, sent) << now.plane;
+  EXPECT_EQ(worker.payload_bytes_received, back) << now.plane;
+  EXPECT_GE(worker.bytes_sent, sent);
+  EXPECT_GE(worker.bytes_received, back);
+  EXPECT_GT(worker.messages_sent, 0u);
+  EXPECT_EQ(info.plane, now.plane);
+  EXPECT_EQ(info.moved.payload_bytes_received, sent) << info.plane;
+  EXPECT_EQ(info.moved.payload_bytes_sent, back) << info.plane;
+  EXPECT_GE(info.moved.bytes_received, sent);
+  EXPECT_GE(info.moved.bytes_sent, back);
+  if (now.plane != "grpc") EXPECT_EQ(now.grpc_payload - before.grpc_payload, DataCounts{}) << now.plane;
+}
+
 // --- echo and push ----------------------------------------------------------------------------
 
 void EchoAndPush(Worker& w) {
   Client* client = w.Connect(/*validate=*/true);
   ASSERT_NE(client, nullptr);
+  const ClientCounts before = client->Counts();
   for (const auto* sizes : {&kMixed, &kSmall}) {
     Payload p(*sizes, 11);
     auto id = client->Register(p);
@@ -108,6 +129,9 @@ void EchoAndPush(Worker& w) {
   EXPECT_EQ(info->rpcs_served, 8u);
   EXPECT_EQ(info->bytes_received, 4 * Total(kMixed) + 4 * Total(kSmall));
   EXPECT_EQ(info->sessions_lost, 0u);
+  // Half the operations were echoes: half the bytes came back.
+  ExpectPlanesCounted(*client, before, *info, 4 * Total(kMixed) + 4 * Total(kSmall),
+                      2 * Total(kMixed) + 2 * Total(kSmall));
 }
 
 // A payload of thousands of buffers: echo, push and exchange move every byte to its place.
@@ -119,6 +143,7 @@ void ThousandsOfBuffers(Worker& w) {
   auto req = client->Register(request);
   auto rep = client->Register(reply);
   ASSERT_TRUE(id.ok() && req.ok() && rep.ok());
+  const ClientCounts before = client->Counts();
   for (Op op : {Op::kEcho, Op::kPush}) {
     client->Start(op, 0, *id, 3);
     auto done = client->Next(absl::Now() + absl::Seconds(30));
@@ -132,6 +157,7 @@ void ThousandsOfBuffers(Worker& w) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->rpcs_served, 3u);
   EXPECT_EQ(info->bytes_received, 3 * Total(kMany));
+  ExpectPlanesCounted(*client, before, *info, 3 * Total(kMany), 2 * Total(kMany));  // echo and exchange
 }
 
 // --validate: a push damaged on the way is caught by the PS, an echo damaged on the way back

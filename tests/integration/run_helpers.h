@@ -188,6 +188,15 @@ std::string WriteTimedTrace(const TempDir& tmp);
 // One JSON object per non-empty line; a malformed line is a test failure.
 std::vector<Json> ReadJsonLines(const std::string& path);
 
+// A worker record's "moved" (bench/moved.h) proves that `transport`'s data plane carried every
+// payload byte, counted on both sides, and gRPC none of them: the plane named; the worker's
+// payload bytes both ways equal to the benchmark's own count (and not zero); every PS serving
+// that plane and, together, taking at least what this worker sent; other than over grpc, no
+// gRPC payload call from the worker and a control plane carrying less than one payload.
+void ExpectMovedOver(const Json& record, const std::string& transport);
+// ExpectMovedOver for every record but totals (which carry none); returns how many it checked.
+size_t ExpectAllMovedOver(const std::vector<Json>& records, const std::string& transport);
+
 // Base fixture: makes the test process a child subreaper, so that any process the
 // binaries leave behind is re-parented to it, and fails the test (killing and reaping them)
 // if any live process is left when the test ends.

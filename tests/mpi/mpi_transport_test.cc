@@ -70,6 +70,7 @@ TEST_P(MpiRunTest, ValidatedRunUnderMpirun) {
   std::vector<Json> records = ReadJsonLines(tmp.File("r.jsonl"));
   // Throughput: one record per worker and their total.
   ASSERT_EQ(records.size(), throughput ? 3u : 1u) << r.Describe();
+  EXPECT_EQ(ExpectAllMovedOver(records, "grpc+mpi"), throughput ? 2u : 1u);
   std::set<int> worker_indexes;
   for (const Json& rec : records) {
     EXPECT_EQ(rec["transport"], "grpc+mpi");

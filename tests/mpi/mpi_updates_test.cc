@@ -25,6 +25,7 @@ TEST_F(MpiUpdatesTest, ExactOverGrpcMpiSyncAndAsync) {
   }
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), static_cast<size_t>(3 * runs));
+  EXPECT_EQ(ExpectAllMovedOver(records, "grpc+mpi"), records.size());
   for (const Json& rec : records) {
     EXPECT_EQ(rec["kind"], "updates");
     EXPECT_EQ(rec["transport"], "grpc+mpi");
@@ -85,6 +86,7 @@ TEST_F(MpiUpdatesTest, TimedReplayOfACapturedTraceIsExact) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(ExpectAllMovedOver(records, "grpc+mpi"), 2u);
   for (const Json& rec : records) {
     EXPECT_EQ(rec["result"], "exact") << rec.dump();
     EXPECT_EQ(rec["replay"]["mode"], "timed");

@@ -41,6 +41,7 @@ TEST_P(MpirunLaunchTest, OnePsTwoWorkersFromAHostFile) {
   EXPECT_NE(r.out.find("total"), std::string::npos) << r.Describe();
   auto records = ReadJsonLines(out);
   ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(ExpectAllMovedOver(records, GetParam()), 2u);
   for (int i = 0; i < 3; ++i) {
     const json& rec = records[i];
     EXPECT_EQ(rec["scope"], i < 2 ? "worker" : "total");
@@ -76,6 +77,8 @@ TEST_F(MpirunLaunchTest, TransportsComparesGrpcWithGrpcMpi) {
   ASSERT_EQ(records.size(), 3u) << r.Describe();
   EXPECT_EQ(records[0]["transport"], "grpc");
   EXPECT_EQ(records[1]["transport"], "grpc+mpi");
+  ExpectMovedOver(records[0], "grpc");
+  ExpectMovedOver(records[1], "grpc+mpi");
   EXPECT_EQ(records[2]["kind"], "comparison");
   for (int i = 0; i < 2; ++i) EXPECT_EQ(records[i]["cluster"]["launcher"], "mpirun");
 }
@@ -91,6 +94,7 @@ TEST_P(MpirunLaunchTest, UpdatesTwoWorkersTwoPsAreExact) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   auto records = ReadJsonLines(out);
   ASSERT_EQ(records.size(), 2u) << r.Describe();
+  EXPECT_EQ(ExpectAllMovedOver(records, GetParam()), 2u);
   for (const json& rec : records) {
     EXPECT_EQ(rec["kind"], "updates") << rec.dump();
     EXPECT_EQ(rec["result"], "exact") << rec.dump();

@@ -13,6 +13,13 @@ Used by rdma_suite.sh. Two forms:
   check_records.py run FILE (same flags) --num-workers=W
       FILE holds the records of `psbench run`: W worker records, plus a total when W > 1.
 
+  check_records.py moved FILE --transport=T --records=N
+      FILE holds N worker records (updates, train, benchmarks) whose "moved" must prove
+      that T's data plane carried every payload byte, on both sides, and gRPC none.
+
+Every worker record's "moved" is checked (check_moved): the data plane's own counts on the
+worker and on each PS against the payload bytes the benchmark counted.
+
 Prints one line on success; on failure prints every problem and exits 1. With --serve it
 checks one request per stdin line instead (see serve()). Standard library only: it runs under
 the host's /usr/bin/python3 inside the guest too.
@@ -43,6 +50,45 @@ def check_latency(lat, count, what):
     if expect(all(isinstance(v, (int, float)) for v in vals), f"{what}: missing percentiles"):
         expect(vals[0] > 0, f"{what}.min must be > 0")
         expect(vals == sorted(vals), f"{what}: percentiles out of order {vals}")
+
+
+PLANES = {"grpc": "grpc", "grpc+verbs": "rdma", "grpc+mpi": "mpi"}
+
+
+def check_moved(r, transport, tag, ps_payload=None):
+    """r["moved"]: the worker's data plane carried exactly the benchmark's payload bytes both
+    ways, every PS serves the same plane, and on a plane other than gRPC no gRPC payload call
+    left the worker. ps_payload: [(received, sent)] each PS must have counted (one worker)."""
+    m = r.get("moved")
+    if not expect(isinstance(m, dict), f"{tag} moved: missing"):
+        return
+    plane = PLANES.get(transport, transport)
+    expect_eq(m.get("plane"), plane, f"{tag} moved.plane")
+    expect_eq(m.get("agrees"), True, f"{tag} moved.agrees")
+    worker = m.get("worker") or {}
+    for way in ("sent", "received"):
+        key = f"payload_bytes_{way}"
+        expect_eq(worker.get(key), m.get(key), f"{tag} moved.worker.{key} (the benchmark's count)")
+    expect((m.get("payload_bytes_sent") or 0) > 0, f"{tag} moved: no payload bytes sent")
+    expect((worker.get("messages_sent") or 0) > 0, f"{tag} moved.worker: no {plane} messages")
+    if plane != "grpc":
+        grpc = m.get("grpc_payload") or {}
+        expect_eq(grpc.get("messages_sent"), 0, f"{tag} moved.grpc_payload.messages_sent")
+        expect_eq(grpc.get("bytes_sent"), 0, f"{tag} moved.grpc_payload.bytes_sent")
+        # The control plane carried less than one payload: no tensor fits in it.
+        control = m.get("control") or {}
+        expect((control.get("bytes_sent") or 0) < m.get("payload_bytes_sent", 0),
+               f"{tag} moved.control.bytes_sent {control.get('bytes_sent')} not below the payload bytes")
+    ps = m.get("ps") or []
+    for i, p in enumerate(ps):
+        expect_eq(p.get("plane"), plane, f"{tag} moved.ps[{i}].plane")
+        if ps_payload is not None and i < len(ps_payload):
+            expect_eq(p.get("payload_bytes_received"), ps_payload[i][0], f"{tag} moved.ps[{i}].payload_bytes_received")
+            expect_eq(p.get("payload_bytes_sent"), ps_payload[i][1], f"{tag} moved.ps[{i}].payload_bytes_sent")
+    if ps_payload is None:
+        # Several workers: together the PS took at least this worker's bytes.
+        expect(sum(p.get("payload_bytes_received", 0) for p in ps) >= m.get("payload_bytes_sent", 0),
+               f"{tag} moved.ps: fewer payload bytes received than this worker sent")
 
 
 def check_plan(r, a):
@@ -114,6 +160,11 @@ def check_worker_record(r, a, workers, tag):
                     expect(isinstance(nbytes, int) and nbytes >= per_ps * payload,
                            f"{tag} ps_counted[{i}].bytes {nbytes} < {per_ps * payload}")
 
+    if payload is not None:
+        per_ps = a.iterations if throughput else ops
+        back = per_ps * payload if a.benchmark == "latency" else 0
+        check_moved(r, a.transport, tag, [(per_ps * payload, back)] * a.num_ps if workers == 1 else None)
+
     if a.benchmark == "latency":
         check_latency(r.get("latency_us"), ops, f"{tag} latency_us")
     else:
@@ -128,13 +179,14 @@ def check_worker_record(r, a, workers, tag):
 
 def parser():
     p = argparse.ArgumentParser(prog="check_records.py")
-    p.add_argument("kind", choices=["worker", "run"])
+    p.add_argument("kind", choices=["worker", "run", "moved"])
     p.add_argument("file")
     p.add_argument("--transport", required=True)
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--mode", required=True)
-    p.add_argument("--scheme", required=True)
-    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--benchmark")
+    p.add_argument("--mode")
+    p.add_argument("--scheme")
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--records", type=int, help="moved: how many records FILE holds")
     p.add_argument("--num-ps", type=int, default=1)
     p.add_argument("--num-workers", type=int, default=1)
     p.add_argument("--buffers", help="exact list of buffer sizes (JSON)")
@@ -154,6 +206,17 @@ def check(a):
             records = [json.loads(line) for line in f if line.strip()]
     except (OSError, ValueError) as e:
         return False, [f"{a.file}: {e}"]
+
+    if a.kind == "moved":
+        if expect_eq(len(records), a.records, f"{a.file}: records"):
+            for i, r in enumerate(records):
+                if r.get("scope") == "total" or str(r.get("kind", "")).endswith("_total"):
+                    expect("moved" not in r, f"record {i}: a total carries one worker's moved")
+                    continue
+                check_moved(r, a.transport, f"record {i} ({r.get('kind') or r.get('benchmark')})")
+        if problems:
+            return False, list(problems)
+        return True, [f"moved ok: {len(records)} records; every payload byte on the {PLANES.get(a.transport)} data plane"]
 
     w = a.num_workers
     expected = w + (1 if a.kind == "run" and w > 1 else 0)
@@ -179,7 +242,8 @@ def check(a):
 
     if problems:
         return False, list(problems)
-    return True, [f"records ok: {w} worker(s) x {ops} ops x {payload} B; byte counts consistent"]
+    return True, [f"records ok: {w} worker(s) x {ops} ops x {payload} B; byte counts consistent, "
+                  f"every payload byte counted on the {PLANES.get(a.transport, a.transport)} data plane"]
 
 
 def serve():

@@ -307,8 +307,9 @@ run_checked run/latency run \
     --validate --scheme=trace --trace="$TRACE" "${QUICK[@]}"
 
 # --- the embedded trainer: 2 workers x 2 PS train `tiny` synchronously over this transport, -
-# with --validate; both workers must end with the same parameters (psbench built without the
-# trainer refuses --trainer: the case then passes as not applicable).
+# with --validate; both sides' data-plane counts must show every tensor byte on $T's data
+# plane, and both workers must end with the same parameters (a psbench built without the
+# trainer fails the case: it proves nothing).
 name=run/trainer
 if selected "$name"; then
     t0=$EPOCHREALTIME rc=0
@@ -317,9 +318,12 @@ if selected "$name"; then
         --batch=4 --num-ps=2 --num-workers=2 --steps=5 --warmup-steps=0 --validate \
         --json="$LOG.jsonl" >"$LOG.out" 2>"$LOG.err" || rc=$?
     if [ "$rc" -eq 2 ] && grep -q "built without the trainer" "$LOG.err"; then
-        pass "$name" "$t0" "not applicable: this psbench has no trainer"
+        fail "$name" "$t0" "this psbench was built without the trainer (oneDNN): nothing proves training over $T" "$LOG"
     elif [ "$rc" -ne 0 ]; then
         fail "$name" "$t0" "psbench run --trainer exited $rc" "$LOG"
+    elif ! check_records moved "$LOG.jsonl" --transport="$T" --records=3; then
+        printf '%s\n' "${CHECK_LINES[@]}" >"$LOG.check"
+        fail "$name" "$t0" "the data planes' counts do not prove where the tensors went" "$LOG"
     elif ! "$PY" - "$LOG.jsonl" "$T" >"$LOG.check" 2>&1 <<'PY'
 import json, sys
 records = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -598,6 +602,9 @@ for sync in sync async; do
         fail "$name" "$t0" "$exact of $records worker records exact over $T, expected 3 of 3" "$LOG"
     elif [[ $T == *verbs* ]] && [ "$rdma" -ne 3 ]; then
         fail "$name" "$t0" "the records do not say that RDMA carried the updates" "$LOG"
+    elif ! check_records moved "$LOG.jsonl" --transport="$T" --records=3; then
+        printf '%s\n' "${CHECK_LINES[@]}" >"$LOG.check"
+        fail "$name" "$t0" "the data planes' counts do not prove where the updates went" "$LOG"
     else
         pass "$name" "$t0" "3 workers x 2 PS, 8 $sync steps: every parameter exact"
     fi
@@ -667,6 +674,9 @@ for sync in sync async; do
         fail "$name" "$t0" "$timed of $records worker records timed and exact over $T, expected 2 of 2" "$LOG"
     elif [[ $T == *verbs* ]] && [ "$rdma" -ne 2 ]; then
         fail "$name" "$t0" "the records do not say that RDMA carried the replay" "$LOG"
+    elif ! check_records moved "$LOG.jsonl" --transport="$T" --records=2; then
+        printf '%s\n' "${CHECK_LINES[@]}" >"$LOG.check"
+        fail "$name" "$t0" "the data planes' counts do not prove where the replay went" "$LOG"
     elif ! grep -q '# slowest tensors of worker' "$LOG.out"; then
         fail "$name" "$t0" "no per-tensor latency table" "$LOG"
     else
@@ -694,6 +704,9 @@ if selected "$name"; then
         fail "$name" "$t0" "the total record does not count 160 completed operations" "$LOG"
     elif [[ $T == *verbs* ]] && [ "$rdma" -lt 3 ]; then
         fail "$name" "$t0" "the records do not say that RDMA carried the load" "$LOG"
+    elif ! check_records moved "$LOG.jsonl" --transport="$T" --records=3; then
+        printf '%s\n' "${CHECK_LINES[@]}" >"$LOG.check"
+        fail "$name" "$t0" "the data planes' counts do not prove where the load went" "$LOG"
     elif ! grep -q '# open-loop load, ' "$LOG.out"; then
         fail "$name" "$t0" "no open-loop table" "$LOG"
     else

@@ -247,6 +247,7 @@ TEST_F(SlurmTest, GrpcMpiIsOneSrunStep) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
   std::vector<Json> records = ReadJsonLines(json);
   ASSERT_EQ(records.size(), 3u) << r.Describe();
+  EXPECT_EQ(ExpectAllMovedOver(records, "grpc+mpi"), 2u);
   for (const Json& rec : records) {
     EXPECT_EQ(rec["transport"], "grpc+mpi");
     EXPECT_EQ(rec["cluster"]["launcher"], "slurm");
@@ -289,6 +290,8 @@ TEST_F(SlurmTest, TransportsComparesGrpcWithGrpcMpi) {
   EXPECT_EQ(records[0]["transport"], "grpc");
   EXPECT_EQ(records[3]["transport"], "grpc+mpi");
   EXPECT_EQ(records[6]["kind"], "comparison");
+  for (int i : {0, 1}) ExpectMovedOver(records[i], "grpc");
+  for (int i : {3, 4}) ExpectMovedOver(records[i], "grpc+mpi");
 #endif
 }
 
@@ -447,6 +450,7 @@ TEST_F(SlurmTest, GrpcMpiUnderMpirunInAnAllocation) {
     std::vector<Json> records = ReadJsonLines(tmp_.File("w" + std::to_string(w) + ".jsonl"));
     ASSERT_EQ(records.size(), 1u) << r.Describe();
     EXPECT_EQ(records[0]["transport"], "grpc+mpi");
+    ExpectMovedOver(records[0], "grpc+mpi");
     EXPECT_EQ(records[0]["worker_index"], w);
     EXPECT_EQ(records[0]["workers"], 2);
     EXPECT_EQ(records[0]["iterations"], 20);

@@ -70,6 +70,8 @@ TEST_F(DistributedTrainingTest, EveryTransportTrainsIdentically) {
   for (const Argv& v : variants) {
     auto workers = Train(Concat(common, v), "transport");
     ASSERT_EQ(workers.size(), 2u) << v[0];
+    // Every tensor byte over the transport's own data plane, counted on both sides.
+    EXPECT_EQ(ExpectAllMovedOver(workers, v[0].substr(std::string("--transport=").size())), 2u);
     for (const Json& w : workers) {
       if (reference.is_null()) reference = w["final_params"];
       EXPECT_EQ(w["final_params"], reference) << w["transport"] << " " << w["mode"];

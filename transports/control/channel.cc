@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "psbench.pb.h"
 
 namespace psbench::control {
 namespace {
@@ -59,6 +60,21 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& server, absl::st
     case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
     default: return absl::InternalError(msg);
   }
+}
+
+void ToWire(const DataCounts& c, wire::DataCounts* out) {
+  out->set_messages_sent(c.messages_sent);
+  out->set_messages_completed(c.messages_completed);
+  out->set_messages_received(c.messages_received);
+  out->set_bytes_sent(c.bytes_sent);
+  out->set_bytes_received(c.bytes_received);
+  out->set_payload_bytes_sent(c.payload_bytes_sent);
+  out->set_payload_bytes_received(c.payload_bytes_received);
+}
+
+DataCounts FromWire(const wire::DataCounts& c) {
+  return {c.messages_sent(),  c.messages_completed(), c.messages_received(),     c.bytes_sent(),
+          c.bytes_received(), c.payload_bytes_sent(), c.payload_bytes_received()};
 }
 
 void QuietGrpcLogging() {

@@ -1,5 +1,6 @@
 // How a worker reaches a PS over gRPC, whatever the data plane: the channel (plaintext or
-// TLS, a connection of its own), status conversion both ways, and gRPC's own logging.
+// TLS, a connection of its own), status and data counts converted both ways, and gRPC's own
+// logging.
 #ifndef PSBENCH_TRANSPORTS_CONTROL_CHANNEL_H_
 #define PSBENCH_TRANSPORTS_CONTROL_CHANNEL_H_
 
@@ -12,6 +13,10 @@
 
 #include "absl/status/status.h"
 #include "transports/transport.h"
+
+namespace psbench::wire {
+class DataCounts;
+}
 
 namespace psbench::control {
 
@@ -39,6 +44,9 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
   // gRPC's codes are absl's, number for number.
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
+
+void ToWire(const DataCounts& counts, wire::DataCounts* out);
+DataCounts FromWire(const wire::DataCounts& counts);
 
 // Sends gRPC's own log lines to stderr only when PSBENCH_GRPC_LOG is set: psbench reports
 // failures itself, in one line.

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "transports/control/call_data.h"
+#include "transports/control/channel.h"
 
 namespace psbench::control {
 namespace {
@@ -38,6 +39,7 @@ class InfoCall final : public CallData {
     reply_.set_version(info.version);
     reply_.set_grpc_version(grpc::Version());
     reply_.set_transport(data_plane_->transport);
+    reply_.set_plane(data_plane_->plane);
     reply_.set_instance(data_plane_->instance);
     if (data_plane_->describe) reply_.set_data_plane(data_plane_->describe());
     reply_.set_cpu_user_s(info.cpu_user_s);
@@ -50,6 +52,7 @@ class InfoCall final : public CallData {
       DataCounters c = data_plane_->counters();
       reply_.set_rpcs_served(c.rpcs);
       reply_.set_bytes_received(c.bytes);
+      control::ToWire(c.moved, reply_.mutable_moved());
     }
     reply_.set_sessions_lost(sessions_lost_->load());
     responder_.Finish(reply_, grpc::Status::OK, this);

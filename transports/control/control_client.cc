@@ -68,7 +68,9 @@ absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
   wire::ServerInfo reply;
-  grpc::Status status = s.control->GetInfo(&context, wire::InfoRequest(), &reply);
+  const wire::InfoRequest request;
+  grpc::Status status = s.control->GetInfo(&context, request, &reply);
+  Count(request, status.ok() ? &reply : nullptr);
   if (!status.ok()) {
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       return absl::FailedPreconditionError(
@@ -93,6 +95,8 @@ absl::StatusOr<ServerInfo> ControlClient::GetInfo(size_t server) {
   out.bytes_received = r.bytes_received();
   out.wall_s = r.wall_s();
   out.data_plane = r.data_plane();
+  out.plane = r.plane();
+  out.moved = FromWire(r.moved());
   out.updates = r.updates();
   out.instance = r.instance();
   return out;
@@ -110,6 +114,13 @@ absl::Status ControlClient::CheckMessageFits(uint64_t payload_bytes, uint64_t me
   return absl::OkStatus();
 }
 
+void ControlClient::Count(const google::protobuf::Message& request, const google::protobuf::Message* reply) {
+  tally_.Sent(request.ByteSizeLong(), 0);
+  if (reply == nullptr) return;
+  tally_.Completed();
+  tally_.Received(reply->ByteSizeLong(), 0);
+}
+
 absl::Status ControlClient::Barrier(const std::string& name, int parties, int worker_index,
                                     absl::Time deadline) {
   wire::BarrierRequest request;
@@ -123,6 +134,7 @@ absl::Status ControlClient::Barrier(const std::string& name, int parties, int wo
     context.set_deadline(
         absl::ToChronoTime(std::min(deadline, absl::Now() + options_.connect_timeout)));
     grpc::Status status = servers_[0].control->Barrier(&context, request, &reply);
+    Count(request, status.ok() ? &reply : nullptr);
     if (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return FromGrpc(status, servers_[0].address, "/psbench.wire.PsControl/Barrier");
     }

@@ -55,6 +55,12 @@ class ControlClient {
   absl::Status CheckMessageFits(uint64_t payload_bytes, uint64_t message_bytes) const;
 
   absl::StatusOr<ServerInfo> GetInfo(size_t i);
+  // A client's counts (Client::Counts): its data plane's, this control plane's GetInfo and
+  // Barrier calls (requests sent, replies received, their bytes), and the process's gRPC
+  // payload calls.
+  ClientCounts Counts(std::string plane, const DataCounts& data) const {
+    return {std::move(plane), data, tally_.Read(), ProcessGrpcPayloadCalls().Read()};
+  }
   // See Client::Barrier: polled on PS 0.
   absl::Status Barrier(const std::string& name, int parties, int worker_index, absl::Time deadline);
 
@@ -71,12 +77,14 @@ class ControlClient {
     uint64_t session_id = 0;  // names the session in Goodbye; 0: the PS gave none
   };
   absl::Status ConnectFailure(Ps& s);
+  void Count(const google::protobuf::Message& request, const google::protobuf::Message* reply);
   absl::Status OpenSession(Ps& s);
 
   const ClientOptions options_;
   std::vector<Ps> servers_;
   grpc::CompletionQueue session_cq_;  // sessions only, polled while opening and closing them
   bool closed_ = false;
+  DataTally tally_{DataTally::kManyWriters};  // GetInfo may come from a progress thread
   // Identifies this process at barriers (a restarted worker gets a new one).
   const uint64_t nonce_ = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 };

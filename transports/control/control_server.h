@@ -28,11 +28,13 @@ namespace psbench::control {
 struct DataCounters {
   uint64_t rpcs = 0;   // payload operations served
   uint64_t bytes = 0;  // payload bytes received
+  DataCounts moved;    // the plane's own tally (transports/data_counts.h)
 };
 
 // What a data plane adds to the server; GetInfo reports it.
 struct DataPlane {
   std::string transport = "grpc";
+  std::string plane = "grpc";  // ClientCounts::plane's name for it
   // What carries the bytes ("gRPC over TCP", "RDMA WRITE WITH IMMEDIATE on rxe0 ..."); asked
   // at each GetInfo, as grpc+mpi knows it only once its MPI job has started.
   std::function<std::string()> describe;

@@ -60,16 +60,19 @@ void FinishWithReply(DataResponder::Finish& finish, grpc::ByteBuffer reply) { fi
 
 // Hands an exchange to the handler; its answer, perhaps from another thread, finishes the
 // call: `reply(buffers)` builds the reply from them once the handler wrote them.
+// The reply's bytes, `payload` of them the payload's, go on `tally` as it is handed to gRPC.
 template <typename Reply>
 void RunExchange(ExchangeHub& hub, std::shared_ptr<ExchangeBuffers> buffers, Reply reply,
-                 DataResponder::Finish finish) {
+                 DataResponder::Finish finish, DataTally* tally, uint64_t payload) {
   auto end = std::make_shared<DataResponder::Finish>(std::move(finish));
-  auto deliver = [end, keep = buffers, reply = std::move(reply)](const absl::Status& s, bool) {
+  auto deliver = [end, keep = buffers, reply = std::move(reply), tally, payload](const absl::Status& s, bool) {
     if (!s.ok()) {
       FinishWith(*end, s);
       return;
     }
-    FinishWithReply(*end, reply(keep.get()));
+    grpc::ByteBuffer message = reply(keep.get());
+    tally->Sent(message.Length(), payload);
+    FinishWithReply(*end, std::move(message));
   };
   if (!hub.Run(std::move(buffers), std::move(deliver))) FinishWith(*end, ExchangeCancelledError());
 }
@@ -77,6 +80,7 @@ void RunExchange(ExchangeHub& hub, std::shared_ptr<ExchangeBuffers> buffers, Rep
 }  // namespace
 
 void DataResponder::Respond(const std::string& method, grpc::ByteBuffer* request, Finish finish) {
+  counters_->moved.Received(request->Length(), 0);  // its payload bytes once decoded (Count)
   if (method == kRawEchoMethod || method == kRawPushMethod) {
     RespondRaw(method == kRawEchoMethod, request, finish);
   } else if (method == kRawExchangeMethod) {
@@ -105,11 +109,13 @@ void DataResponder::RespondRaw(bool echo, grpc::ByteBuffer* request, Finish& fin
   if (corrupt && echo) *request = CorruptedCopy(*request, HeaderBytes(*request));
   if (echo) {
     // The reply is the request's own slices: nothing is copied.
+    counters_->moved.Sent(request->Length(), header->payload_bytes());
     finish(grpc::Status::OK, request);
     return;
   }
   std::string ack = EncodeAck(header->payload_bytes(), checksums);
   grpc::Slice slice(ack);
+  counters_->moved.Sent(ack.size(), 0);
   FinishWithReply(finish, grpc::ByteBuffer(&slice, 1));
 }
 
@@ -145,7 +151,7 @@ void DataResponder::RespondRawExchange(grpc::ByteBuffer* request_in, Finish fini
                           new std::shared_ptr<BlockPool::Block>(buffers->block));
     }
     return grpc::ByteBuffer(slices.data(), slices.size());
-  }, std::move(finish));
+  }, std::move(finish), &counters_->moved, *decoded);
 }
 
 // Serialized Echo and Push: parsed into a PayloadMessage and checked; echo answers with that
@@ -168,13 +174,13 @@ void DataResponder::RespondSerialized(bool echo, grpc::ByteBuffer* request, Fini
   Count(bytes);
   if (echo) {
     if (corrupt) CorruptMessage(&m);
-    FinishWithReply(finish, Serialize(m));
+    Reply(finish, Serialize(m), bytes);
     return;
   }
   wire::AckMessage ack;
   ack.set_bytes_received(bytes);
   for (uint64_t c : computed) ack.add_checksums(c);
-  FinishWithReply(finish, Serialize(ack));
+  Reply(finish, Serialize(ack), 0);
 }
 
 // Serialized Exchange. The handler's reply overwrites the request message's own strings (each
@@ -204,12 +210,18 @@ void DataResponder::RespondSerializedExchange(grpc::ByteBuffer* request, Finish 
     m->clear_checksums();
     for (uint64_t c : buffers->reply_checksums) m->add_checksums(c);
     return Serialize(*m);
-  }, std::move(finish));
+  }, std::move(finish), &counters_->moved, bytes);
 }
 
 void DataResponder::Count(uint64_t bytes) {
   counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
   counters_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  counters_->moved.Received(0, bytes, 0);
+}
+
+void DataResponder::Reply(Finish& finish, grpc::ByteBuffer reply, uint64_t payload) {
+  counters_->moved.Sent(reply.Length(), payload);
+  FinishWithReply(finish, std::move(reply));
 }
 
 }  // namespace psbench::grpc_transport

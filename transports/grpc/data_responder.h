@@ -30,7 +30,10 @@ class DataResponder {
   void RespondRawExchange(grpc::ByteBuffer* request, Finish finish);
   void RespondSerialized(bool echo, grpc::ByteBuffer* request, Finish& finish);
   void RespondSerializedExchange(grpc::ByteBuffer* request, Finish finish);
+  // A payload of `bytes` received and checked.
   void Count(uint64_t bytes);
+  // Hands `reply` (`payload` of its bytes the payload's) to gRPC, counted as sent.
+  void Reply(Finish& finish, grpc::ByteBuffer reply, uint64_t payload);
 
   Counters* counters_;
   Exchanges* exchanges_;

@@ -237,6 +237,9 @@ class GrpcClient final : public Client {
   }
 
   void StartCall(Call* call, const grpc::ByteBuffer& request) {
+    const uint64_t bytes = request.Length(), payload = call->reg->payload->total_bytes();
+    tally_.Sent(bytes, payload);
+    ProcessGrpcPayloadCalls().Sent(bytes, payload);
     if (options_.grpc_api == GrpcApi::kCallback) {
       call->request = request;  // shares the slices
       servers_[call->server]->UnaryCall(&call->context, Method(call->op), grpc::StubOptions(), &call->request,
@@ -358,6 +361,15 @@ class GrpcClient final : public Client {
                                   absl::StrCat("no reply within --rpc-timeout=",
                                                absl::FormatDuration(options_.rpc_timeout)));
     }
+    if (call->status.ok()) {
+      // A reply arrived: an echo's or an exchange's carries the request's sizes (checked below).
+      const uint64_t bytes = call->response.Length();
+      const uint64_t payload = call->op == Op::kPush ? 0 : call->reg->payload->total_bytes();
+      tally_.Completed();
+      tally_.Received(bytes, payload);
+      ProcessGrpcPayloadCalls().Completed();
+      ProcessGrpcPayloadCalls().Received(bytes, payload);
+    }
     Completion done;
     done.tag = call->tag;
     done.status = Check(*call);
@@ -383,6 +395,7 @@ class GrpcClient final : public Client {
     return call;
   }
 
+  ClientCounts Counts() const override { return control_.Counts("grpc", tally_.Read()); }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
   uint64_t max_message_bytes(size_t server) const override { return control_.max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
@@ -534,6 +547,7 @@ class GrpcClient final : public Client {
   std::condition_variable done_cv_;
   std::deque<Call*> done_;
   std::atomic<size_t> done_count_{0};  // done_.size(), read without the lock
+  DataTally tally_{DataTally::kOneWriter};  // the driving thread's
 };
 
 }  // namespace

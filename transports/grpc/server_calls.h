@@ -14,6 +14,7 @@
 #include "transports/control/call_data.h"
 #include "transports/control/channel.h"
 #include "transports/control/tsan_handoff.h"
+#include "transports/data_counts.h"
 #include "transports/exchange.h"
 #include "transports/transport.h"
 
@@ -28,6 +29,8 @@ struct Counters {
   std::atomic<uint64_t> bytes{0};
   int64_t corrupt_every = 0;
   std::atomic<int64_t> received{0};
+  // The data plane's messages as gRPC handed them over and took them (all serving threads).
+  DataTally moved{DataTally::kManyWriters};
   // True when this payload is one the fault injector should damage.
   bool ShouldCorrupt() {
     return corrupt_every > 0 && (received.fetch_add(1) + 1) % corrupt_every == 0;

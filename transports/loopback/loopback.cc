@@ -109,7 +109,11 @@ class Core {
   void Count(uint64_t bytes) {
     rpcs_.fetch_add(1);
     bytes_.fetch_add(bytes);
+    moved_->Received(bytes, bytes);
   }
+  // Where echoes' and exchanges' answers are counted as they are handed back (an exchange's
+  // perhaps after the server stopped).
+  const std::shared_ptr<DataTally>& moved() { return moved_; }
 
   absl::Status Admit(uint64_t* session) {
     std::lock_guard lock(mu_);
@@ -135,6 +139,8 @@ class Core {
     info.data_plane = "memcpy in this process";
     info.rpcs_served = rpcs_.load();
     info.bytes_received = bytes_.load();
+    info.plane = "loopback";
+    info.moved = moved_->Read();
     std::lock_guard lock(mu_);
     info.sessions_lost = sessions_lost_;
     return info;
@@ -218,6 +224,7 @@ class Core {
   std::shared_ptr<ExchangeHub> hub_;
   std::shared_ptr<BlockPool> pool_;
   std::atomic<uint64_t> rpcs_{0}, bytes_{0};
+  std::shared_ptr<DataTally> moved_ = std::make_shared<DataTally>(DataTally::kManyWriters);
   std::atomic<int64_t> received_{0};
   std::mutex mu_;
   std::condition_variable cv_, barrier_cv_;
@@ -350,6 +357,7 @@ class LoopbackClient final : public Client {
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override;
   absl::StatusOr<Completion> Next(absl::Time deadline) override;
 
+  ClientCounts Counts() const override { return {"loopback", moved_.Read(), {}, ProcessGrpcPayloadCalls().Read()}; }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override {
     auto core = server < peers_.size() ? peers_[server].core.lock() : nullptr;
     if (!core) return absl::UnavailableError(absl::StrCat("PS ", server_address(server), ": not serving"));
@@ -381,6 +389,7 @@ class LoopbackClient final : public Client {
   std::vector<Peer> peers_;
   std::vector<const Payload*> payloads_;
   std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
+  DataTally moved_{DataTally::kOneWriter};  // the driving thread's
 };
 
 void LoopbackClient::Start(Op op, size_t server, int payload, uint64_t tag) {
@@ -396,6 +405,7 @@ void LoopbackClient::Start(Op op, size_t server, int payload, uint64_t tag) {
     auto b = p->buffer(i);
     data->emplace_back(b.begin(), b.end());
   }
+  moved_.Sent(p->total_bytes(), p->total_bytes());
   const bool validate = options_.validate;
   Post(server, tag, [op, p, tag, data, validate, done = completions_](Core& core, bool serving) {
     Done d = Done::Of(tag);
@@ -436,6 +446,7 @@ void LoopbackClient::Start(Op op, size_t server, int payload, uint64_t tag) {
     }
     if (corrupt && op == Op::kEcho) damage();
     if (op == Op::kEcho) {
+      core.moved()->Sent(bytes, bytes);
       d.echo_of = p;
       d.echoed = std::move(*data);
       d.address = core.address();
@@ -474,6 +485,7 @@ void LoopbackClient::StartExchange(size_t server, int request, int reply, uint64
   }
   buffers->PlaceReply(offsets);
   buffers->validate = options_.validate;
+  moved_.Sent(req->total_bytes(), req->total_bytes());
   std::vector<uint64_t> sent;
   if (options_.validate) req->ComputeChecksums(&sent);
   Post(server, tag, [buffers, sent = std::move(sent), tag, req, rep, done = completions_](Core& core, bool serving) {
@@ -495,8 +507,10 @@ void LoopbackClient::StartExchange(size_t server, int request, int reply, uint64
     }
     if (core.hub().handler() == nullptr) return fail(NoExchangeHandlerError());
     const std::string address = core.address();
-    bool ran = core.hub().Run(buffers, [buffers, tag, req, rep, done, address](const absl::Status& s, bool answered) {
+    bool ran = core.hub().Run(buffers, [buffers, tag, req, rep, done, address, bytes,
+                                        moved = core.moved()](const absl::Status& s, bool answered) {
       if (answered && s.ok()) {
+        moved->Sent(bytes, bytes);
         Done d = Done::Of(tag);
         d.exchange = buffers;
         d.reply_to = rep;
@@ -516,6 +530,11 @@ absl::StatusOr<Completion> LoopbackClient::Next(absl::Time deadline) {
   if (!d) return absl::DeadlineExceededError("no operation finished in time");
   Completion c{.tag = d->tag, .status = d->status};
   if (!c.status.ok()) return c;
+  moved_.Completed();
+  if (d->echo_of != nullptr || d->exchange) {
+    const uint64_t bytes = d->echo_of != nullptr ? d->echo_of->total_bytes() : d->request->total_bytes();
+    moved_.Received(bytes, bytes);
+  }
   if (d->echo_of != nullptr && options_.validate) {
     for (size_t i = 0; i < d->echoed.size(); ++i) {
       if (Checksum(d->echoed[i]) != d->echo_of->checksums()[i]) {

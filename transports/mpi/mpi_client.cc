@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
@@ -348,6 +347,7 @@ class MpiClient final : public Client {
     }
   }
 
+  ClientCounts Counts() const override { return control_->Counts("mpi", table_.tally().Read()); }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
   uint64_t max_message_bytes(size_t server) const override { return control_->max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
@@ -393,15 +393,16 @@ class MpiClient final : public Client {
   // The request's header on kControlTag, then, when its metadata did not fit there, the
   // metadata first on the op's tag.
   void SendHeader(PendingOp* o, const std::string& meta_follows, int rank) {
+    const uint64_t eager_payload = o->eager ? o->reg->payload->total_bytes() : 0;
     Post(o, kSend, [&](MPI_Request* r) {
       return MPI_Isend(o->header.data(), static_cast<int>(o->header.size()), MPI_BYTE, rank,
                        kControlTag, job_->comm(), r);
-    });
+    }, o->header.size(), eager_payload);
     if (meta_follows.empty()) return;
     Post(o, kSend, [&](MPI_Request* r) {
       return MPI_Isend(meta_follows.data(), static_cast<int>(meta_follows.size()), MPI_BYTE, rank,
                        o->data_tag, job_->comm(), r);
-    });
+    }, meta_follows.size(), 0);
   }
 
   // The payload's buffers, one message each, straight from their memory, on the op's tag.
@@ -410,15 +411,18 @@ class MpiClient final : public Client {
       Post(o, kSend, [&](MPI_Request* r) {
         return MPI_Isend(v.iov_base, static_cast<int>(v.iov_len), MPI_BYTE, rank, o->data_tag,
                          job_->comm(), r);
-      });
+      }, v.iov_len, v.iov_len);
     }
   }
 
   // After a failed post the op posts nothing more; whatever it did post finishes or expires.
+  // A send's bytes (`payload` of them a payload's) go on the tally; a receive's when it ends.
   template <typename StartFn>
-  void Post(PendingOp* o, What what, StartFn&& start) {
+  void Post(PendingOp* o, What what, StartFn&& start, uint64_t bytes = 0, uint64_t payload = 0) {
     if (o->post_error != MPI_SUCCESS) return;
-    if (int rc = table_.Post(o, what, start); rc != MPI_SUCCESS) {
+    const Traffic traffic = what == kEchoReceive ? Traffic::kPayloadReceive : Traffic::kReceive;
+    const int rc = what == kSend ? table_.PostSend(o, what, bytes, payload, start) : table_.Post(o, what, start, traffic);
+    if (rc != MPI_SUCCESS) {
       o->post_error = rc;
       return;
     }
@@ -462,6 +466,7 @@ class MpiClient final : public Client {
     o.ack_bytes = static_cast<int>(ack.size());
     const size_t n = std::min<size_t>(payload.size(), o.reg->payload->total_bytes());
     if (n > 0) std::memcpy(o.echo.data(), payload.data(), n);
+    table_.tally().Received(0, payload.size(), 0);  // the message itself is counted
     o.echo_bytes = static_cast<int>(payload.size());
   }
 

@@ -19,22 +19,47 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "payloads/payload.h"
+#include "transports/data_counts.h"
 
 namespace psbench::mpi {
+
+// What a request is to the data plane's tally (transports/data_counts.h): a send is counted
+// when posted and when it completes, a receive when it completes, with the bytes MPI says
+// arrived; payload receives (buffers landing in place) count those bytes as payload too.
+enum class Traffic : uint8_t { kReceive, kPayloadReceive, kSend };
 
 template <typename Owner>
 class RequestTable {
  public:
-  // Posts one request: `start(MPI_Request*)` issues it (MPI_Isend, MPI_Irecv, ...) and
-  // returns its MPI error code. On failure the slot is given back and the code returned.
+  // Posts one receive: `start(MPI_Request*)` issues it (MPI_Irecv, ...) and returns its MPI
+  // error code. On failure the slot is given back and the code returned.
   template <typename Start>
-  int Post(Owner* owner, int what, Start&& start) {
+  int Post(Owner* owner, int what, Start&& start, Traffic traffic = Traffic::kReceive) {
+    return Add(owner, what, traffic, start);
+  }
+  // Posts one send of `bytes`, `payload_bytes` of them a payload's, the same way.
+  template <typename Start>
+  int PostSend(Owner* owner, int what, uint64_t bytes, uint64_t payload_bytes, Start&& start) {
+    int rc = Add(owner, what, Traffic::kSend, start);
+    if (rc == MPI_SUCCESS) tally_.Sent(bytes, payload_bytes);
+    return rc;
+  }
+
+  // The requests' tally; payload bytes a message carries beside its own (an eager payload in
+  // a header) are added by the owner.
+  DataTally& tally() { return tally_; }
+  const DataTally& tally() const { return tally_; }
+
+ private:
+  template <typename Start>
+  int Add(Owner* owner, int what, Traffic traffic, Start& start) {
     size_t slot;
     if (free_.empty()) {
       slot = requests_.size();
       requests_.push_back(MPI_REQUEST_NULL);
       owners_.push_back(nullptr);
       whats_.push_back(0);
+      traffic_.push_back(Traffic::kReceive);
       indices_.push_back(0);
       statuses_.emplace_back();
     } else {
@@ -50,9 +75,12 @@ class RequestTable {
     scan_ = std::max(scan_, slot + 1);
     owners_[slot] = owner;
     whats_[slot] = what;
+    traffic_[slot] = traffic;
     ++in_flight_;
     return MPI_SUCCESS;
   }
+
+ public:
 
   // Reaps finished requests: `done(owner, what, status, error)` for each. Returns how many.
   template <typename Done>
@@ -77,6 +105,7 @@ class RequestTable {
       requests_[slot] = MPI_REQUEST_NULL;
       free_.push(slot);
       --in_flight_;
+      Tally(traffic_[slot], statuses_[k], error);
       done(owner, whats_[slot], statuses_[k], error);
     }
     while (scan_ > 0 && requests_[scan_ - 1] == MPI_REQUEST_NULL) --scan_;
@@ -103,15 +132,32 @@ class RequestTable {
   int error() const { return error_; }
 
  private:
+  void Tally(Traffic traffic, const MPI_Status& status, int error) {
+    if (error != MPI_SUCCESS) return;
+    if (traffic == Traffic::kSend) {
+      tally_.Completed();
+      return;
+    }
+    int cancelled = 0;
+    MPI_Test_cancelled(&status, &cancelled);
+    if (cancelled) return;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    const uint64_t bytes = count > 0 ? static_cast<uint64_t>(count) : 0;
+    tally_.Received(bytes, traffic == Traffic::kPayloadReceive ? bytes : 0);
+  }
+
   std::vector<MPI_Request> requests_;
   std::vector<Owner*> owners_;
   std::vector<int> whats_;
+  std::vector<Traffic> traffic_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   std::priority_queue<size_t, std::vector<size_t>, std::greater<>> free_;  // lowest first
   size_t scan_ = 0;  // slots [0, scan_) hold every request in flight
   size_t in_flight_ = 0;
   int error_ = MPI_SUCCESS;
+  DataTally tally_{DataTally::kOneWriter};  // by the thread that owns MPI
 };
 
 // A receive buffer, reused from message to message, laid out like a payload: a copy between

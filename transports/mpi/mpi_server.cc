@@ -71,9 +71,10 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       return data_plane_;
     };
     data_plane.services.push_back(this);
+    data_plane.plane = "mpi";
     data_plane.counters = [this] {
       return control::DataCounters{rpcs_.load(std::memory_order_relaxed),
-                                   bytes_.load(std::memory_order_relaxed)};
+                                   bytes_.load(std::memory_order_relaxed), table_.tally().Read()};
     };
     control_ = std::make_unique<control::ControlServer>(options_, std::move(data_plane));
     auto port = control_->Start();
@@ -269,6 +270,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     const size_t eager_bytes = r->eager ? r->total : 0;  // at the end of the message
     DecodeMeta(*r, message.subspan(sizeof h, message.size() - sizeof h - eager_bytes));
     if (r->eager) {  // in already (at most kEagerMessageBytes): judged as if received
+      table_.tally().Received(0, r->total, 0);  // the payload in the header's message
       r->buffer.Reserve(r->total);
       // Over --max-message-size: taken in as nothing, as a long one would be.
       r->received = r->oversize ? 0 : r->total;
@@ -427,13 +429,14 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     EncodeExchangeReplyMeta(r.reply, &r.reply_bytes);
     r.replied = true;
-    Post(r, [&](MPI_Request* req) {
+    PostSend(r, r.reply_bytes.size(), 0, [&](MPI_Request* req) {
       return MPI_Isend(r.reply_bytes.data(), static_cast<int>(r.reply_bytes.size()), MPI_BYTE,
                        r.source, r.data_tag, job_->comm(), req);
     });
     // One message per buffer of the request: the worker has a receive posted for each.
     for (size_t i = 0; i < r.meta.sizes.size(); ++i) {
-      Post(r, [&](MPI_Request* req) {
+      const uint64_t n = with_data ? r.exchange->reply[i].size() : 0;
+      PostSend(r, n, n, [&](MPI_Request* req) {
         if (!with_data) return MPI_Isend(nullptr, 0, MPI_BYTE, r.source, r.data_tag, job_->comm(), req);
         std::span<std::byte> b = r.exchange->reply[i];
         return MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, r.source, r.data_tag,
@@ -475,7 +478,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
     const bool whole = ArrivedWhole(r);
     r.replied = true;
-    Post(r, [&](MPI_Request* req) {
+    const uint64_t eager_echo = r.kind == kEcho && r.eager && whole ? r.total : 0;
+    PostSend(r, r.ack_bytes.size(), eager_echo, [&](MPI_Request* req) {
       return MPI_Isend(r.ack_bytes.data(), static_cast<int>(r.ack_bytes.size()), MPI_BYTE,
                        r.source, r.data_tag, job_->comm(), req);
     });
@@ -484,23 +488,31 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       // not arrive whole: the worker has a receive posted for each); the acknowledgement goes
       // first on this tag.
       for (std::span<std::byte> b : r.spans) {
-        Post(r, [&](MPI_Request* req) {
-          return MPI_Isend(whole ? b.data() : nullptr, whole ? static_cast<int>(b.size()) : 0, MPI_BYTE,
-                           r.source, r.data_tag, job_->comm(), req);
+        const uint64_t n = whole ? b.size() : 0;
+        PostSend(r, n, n, [&](MPI_Request* req) {
+          return MPI_Isend(whole ? b.data() : nullptr, static_cast<int>(n), MPI_BYTE, r.source, r.data_tag,
+                           job_->comm(), req);
         });
       }
     }
   }
 
+  // A payload buffer's receive.
   template <typename Start>
   void Post(PsRequest& r, Start&& start) {
-    Post(r, kPayloadMessage, std::forward<Start>(start));
+    Post(r, kPayloadMessage, std::forward<Start>(start), Traffic::kPayloadReceive);
   }
   template <typename Start>
-  void Post(PsRequest& r, PsMessage what, Start&& start) {
-    if (int rc = table_.Post(&r, what, start); rc != MPI_SUCCESS) {
-      Fatal(r.source, MpiErrorText(rc));
-    }
+  void Post(PsRequest& r, PsMessage what, Start&& start, Traffic traffic = Traffic::kReceive) {
+    Posted(r, table_.Post(&r, what, start, traffic));
+  }
+  // A send of `bytes`, `payload` of them a payload's.
+  template <typename Start>
+  void PostSend(PsRequest& r, uint64_t bytes, uint64_t payload, Start&& start) {
+    Posted(r, table_.PostSend(&r, kPayloadMessage, bytes, payload, start));
+  }
+  void Posted(PsRequest& r, int rc) {
+    if (rc != MPI_SUCCESS) Fatal(r.source, MpiErrorText(rc));
     ++r.outstanding;
   }
 

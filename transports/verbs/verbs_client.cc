@@ -119,7 +119,7 @@ class VerbsClient final : public Client {
     gethostname(host, sizeof host - 1);
     for (size_t i = 0; i < peers_.size(); ++i) {
       Peer& p = peers_[i];
-      auto conn = Connection::Create(*device_, cq_->cq(), options_.rdma, p.address);
+      auto conn = Connection::Create(*device_, cq_->cq(), options_.rdma, p.address, &moved_);
       if (!conn.ok()) return conn.status();
       wire::VerbsSetupRequest request;
       *request.mutable_worker() = (*conn)->LocalEndpoint();
@@ -305,6 +305,7 @@ class VerbsClient final : public Client {
     }
   }
 
+  ClientCounts Counts() const override { return control_->Counts("rdma", moved_.Read()); }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_->GetInfo(server); }
   uint64_t max_message_bytes(size_t server) const override { return control_->max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
@@ -568,6 +569,7 @@ class VerbsClient final : public Client {
   }
 
   ClientOptions options_;
+  DataTally moved_{DataTally::kOneWriter};  // the connections', on the driving thread
   std::unique_ptr<control::ControlClient> control_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<CompletionQueue> cq_;

@@ -24,9 +24,10 @@ absl::Status QpError(const char* step, int rc, const std::string& peer) {
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Create(const Device& device, ibv_cq* cq,
                                                               const RdmaOptions& options,
-                                                              std::string peer) {
+                                                              std::string peer, DataTally* tally) {
   auto c = std::unique_ptr<Connection>(new Connection);
   c->device_ = &device;
+  c->tally_ = tally;
   c->peer_ = std::move(peer);
   c->queue_depth_ = static_cast<uint32_t>(options.queue_depth);
   c->slots_ = c->queue_depth_;
@@ -319,6 +320,7 @@ bool Connection::PostChunk(OutMessage& m) {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return false;
   }
+  tally_->Sent(chunk_bytes, take, wrs);
   ++sent_chunks_;
   reported_ = freed_;
   credit_update_pending_ = false;
@@ -353,6 +355,7 @@ void Connection::PostCreditUpdate() {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return;
   }
+  tally_->Sent(0, 0);
   reported_ = freed_;
   credit_update_pending_ = false;
   ++sq_used_;
@@ -369,6 +372,7 @@ void Connection::Probe() {
   wr.wr_id = kSendBit;
   wr.send_flags = IBV_SEND_SIGNALED;
   if (ibv_post_send(qp_, &wr, &bad) != 0) return;
+  tally_->Sent(0, 0);
   ++sq_used_;
   unsignaled_wrs_ = 0;
   sends_.push_back({1, staging_head_, true, nullptr});
@@ -416,6 +420,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
       SentRecord record = std::move(sends_.front());
       sends_.pop_front();
       sq_used_ -= record.wrs;
+      tally_->Completed(record.wrs);
       staging_tail_ = record.staging_end;
       if (record.signaled) break;
     }
@@ -441,6 +446,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     return true;
   };
   if (imm & kCreditBit) {
+    tally_->Received(0, 0);
     // The low 31 bits of a count that never runs more than a ring ahead of ours.
     uint64_t freed = CreditsFromImm(peer_freed_, imm);
     if (take_credits(freed)) Flush();
@@ -461,6 +467,7 @@ absl::Status Connection::OnCompletion(const ibv_wc& wc,
     return failure_;
   }
   ++received_chunks_;
+  tally_->Received(kHeaderBytes + h.meta_bytes + h.data_bytes, h.data_bytes);
   if (!take_credits(h.credits)) return failure_;
   InChunk chunk{slot, &header_, {base + kHeaderBytes, h.meta_bytes},
                 {base + kHeaderBytes + h.meta_bytes, h.data_bytes}, recv_region_->lkey()};

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "psbench.pb.h"
+#include "transports/data_counts.h"
 #include "transports/verbs/verbs_device.h"
 #include "transports/verbs/verbs_wire.h"
 
@@ -63,10 +64,12 @@ struct InChunk {
 
 class Connection {
  public:
-  // Creates the QP (moved to INIT), the receive region and the staging ring.
+  // Creates the QP (moved to INIT), the receive region and the staging ring. What it moves
+  // goes on `tally` (RDMA writes posted, retired and received; chunk and payload bytes),
+  // which outlives it and is written by the same one thread.
   static absl::StatusOr<std::unique_ptr<Connection>> Create(const Device& device, ibv_cq* cq,
                                                            const RdmaOptions& options,
-                                                           std::string peer);
+                                                           std::string peer, DataTally* tally);
   ~Connection();
 
   uint32_t qpn() const { return qp_->qp_num; }
@@ -122,6 +125,7 @@ class Connection {
   };
 
   const Device* device_ = nullptr;
+  DataTally* tally_ = nullptr;
   std::string peer_;
   ibv_qp* qp_ = nullptr;
   uint32_t psn_ = 0;

@@ -116,7 +116,8 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       return text;
     };
     data_plane.services.push_back(this);
-    data_plane.counters = [this] { return control::DataCounters{rpcs_.load(), bytes_.load()}; };
+    data_plane.plane = "rdma";
+    data_plane.counters = [this] { return control::DataCounters{rpcs_.load(), bytes_.load(), moved_.Read()}; };
     control_ = std::make_unique<control::ControlServer>(options_, std::move(data_plane));
     auto port = control_->Start();
     if (!port.ok()) return port.status();
@@ -164,7 +165,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       }
       cq_budget_used_ += need;
     }
-    auto conn = Connection::Create(*device_, cq_->cq(), options_.rdma, peer);
+    auto conn = Connection::Create(*device_, cq_->cq(), options_.rdma, peer, &moved_);
     absl::Status s = conn.ok() ? (*conn)->ConnectTo(request->worker()) : conn.status();
     if (!s.ok()) {
       std::lock_guard lock(mu_);
@@ -543,6 +544,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   std::atomic<uint64_t> rpcs_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<int64_t> received_{0};
+  DataTally moved_{DataTally::kOneWriter};  // written by the completion thread alone
 
   // Session calls hand connections to the completion thread, and back, through these.
   std::mutex mu_;
