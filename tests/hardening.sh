@@ -4,15 +4,18 @@
 #
 #   tests/hardening.sh [asan] [tsan] [fuzz]     (default: all three, in that order)
 #
-#   asan  build-asan/ (clang), -DPSBENCH_SANITIZE=address,undefined: ctest -L 'unit|integration'
+#   asan  build-asan/ (clang), -DPSBENCH_SANITIZE=address,undefined: ctest -L 'unit|integration',
+#         and the trainer's tests on small shapes (every layer's gradient check, the broken
+#         engines, learning a synthetic task)
 #   tsan  build-tsan/, -DPSBENCH_SANITIZE=thread: the tests that run the threaded transport
 #         code (in-process gRPC PS and client, and the real binaries end to end)
 #   fuzz  the libFuzzer targets of that same build-asan/ tree (-DPSBENCH_FUZZ=ON: one ASan
 #         tree compiles the code once for both): every target on its seed corpus,
 #         PSBENCH_FUZZ_SECONDS each (default 5); bench/fuzz.sh is the long run
 #
-# Sanitized builds leave out the trainer (oneDNN and its OpenMP runtime are not instrumented;
-# the trainer's tests run in the normal build). A finding stops the process that made it
+# The ASan tree builds the trainer's CPU engine (oneDNN and its OpenMP runtime are not
+# instrumented, psbench's code around them is) and no GPU engine; the TSan tree no trainer
+# (OpenMP's threads are invisible to it). A finding stops the process that made it
 # (-fno-sanitize-recover=all), so the test that ran it fails and prints the report.
 # Environment: PSBENCH_HARDENING_JOBS (ctest -j, default 2).
 set -euo pipefail
@@ -26,6 +29,8 @@ steps=("$@")
 for s in "${steps[@]}"; do
     case $s in asan|tsan|fuzz) ;; *) echo "tests/hardening.sh: unknown step '$s' (asan, tsan, fuzz)" >&2; exit 2 ;; esac
 done
+
+TRAINER_SMALL='^(GradientTest|Faults/BrokenEngineTest|BrokenEngineTest|LearningTest)\.'
 
 say() { printf '\n== hardening: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
@@ -43,7 +48,7 @@ export TSAN_OPTIONS="suppressions=$SUPP/tsan.supp:second_deadlock_stack=1:halt_o
 configure_asan() {
     # The compilers as cache variables: a tree configured earlier with gcc is reconfigured.
     cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_FUZZ=ON -DPSBENCH_TRAINER=OFF
+        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_FUZZ=ON -DPSBENCH_CUDA=OFF
 }
 
 run_asan() {
@@ -51,6 +56,8 @@ run_asan() {
     configure_asan
     cmake --build build-asan --target psbench_sanitized_suite
     ctest --test-dir build-asan -L '^(unit|integration)$' -j "$JOBS" --output-on-failure
+    # The trainer on small shapes (the six real models at full size are the normal build's).
+    ctest --test-dir build-asan -L '^trainer$' -R "$TRAINER_SMALL" -j "$JOBS" --output-on-failure --no-tests=error
 }
 
 # The threaded transport code: gRPC client and server in one process (exchange_test), the

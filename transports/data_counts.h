@@ -12,11 +12,16 @@
 namespace psbench {
 
 struct DataCounts {
-  // In the plane's own units: gRPC messages of the payload methods, RDMA writes, MPI messages.
+  // In the plane's own units, counted as they are handed to it: gRPC messages of the payload
+  // methods; RDMA write work requests (a chunk may take several; credit updates and probes
+  // are zero-byte writes); MPI sends posted.
   uint64_t messages_sent = 0;
-  // Sends the plane reported finished: RDMA writes retired by a work completion (unsignaled
-  // ones retire with a later signaled one), MPI sends completed, gRPC calls finished.
+  // Sends the plane reported finished: RDMA work requests retired by a work completion
+  // (unsignaled ones retire with a later signaled one), MPI sends completed, a worker's gRPC
+  // calls answered (a gRPC PS leaves it 0: gRPC does not tell it).
   uint64_t messages_completed = 0;
+  // gRPC messages; RDMA writes with immediate consumed (one per chunk or credit update); MPI
+  // receives completed.
   uint64_t messages_received = 0;
   // Every byte of those messages: headers, metadata and checksums included.
   uint64_t bytes_sent = 0;

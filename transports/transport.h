@@ -147,7 +147,8 @@ inline bool ConnectFailureIsUsage(absl::StatusCode code) {
 struct ClientCounts {
   std::string plane;  // what carries payloads: "grpc", "rdma", "mpi", "loopback"
   DataCounts data;    // that data plane's tally
-  // Its PsControl calls over gRPC: calls made, request and reply bytes (no payload).
+  // Its PsControl GetInfo and Barrier calls over gRPC: calls made, their request and reply
+  // bytes (no payload).
   DataCounts control;
   // gRPC payload calls by any client of this process (ProcessGrpcPayloadCalls).
   DataCounts grpc_payload;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
@@ -171,16 +173,29 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
     record.extra["gradients_to_host"] = seconds(d2h_s);
     record.extra["gradients_to_host_exposed"] = seconds(exposed_s);
     record.extra["parameters_to_device"] = seconds(h2d_s);
-  }  // A fingerprint of the final parameters (canonical layout, in double): runs that should
-  // train alike (W workers of batch B, one of batch W x B) can be compared.
-  double sum = 0, sum_squares = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    for (float v : net.ReadParam(static_cast<int>(i))) {
-      sum += v;
-      sum_squares += double{v} * v;
-    }
   }
-  record.extra["final_params"] = {{"sum", sum}, {"sum_squares", sum_squares}};
+  // The final parameters, canonical layout, model order: a hash of every byte (equal hashes:
+  // bit-identical parameters) and per-tensor L2 norms, sums in double (runs that train alike
+  // up to float rounding, W workers of batch B and one of batch W x B, compare these within a
+  // tolerance).
+  double sum = 0, sum_squares = 0;
+  std::vector<uint64_t> hashes;
+  nlohmann::json norms = nlohmann::json::array();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::vector<float> values = net.ReadParam(static_cast<int>(i));
+    double squares = 0;
+    for (float v : values) {
+      sum += v;
+      squares += double{v} * v;
+    }
+    sum_squares += squares;
+    norms.push_back(std::sqrt(squares));
+    hashes.push_back(Checksum(std::as_bytes(std::span<const float>(values))));
+  }
+  record.extra["final_params"] = {{"hash", fmt::format("{:016x}", Checksum(std::as_bytes(std::span<const uint64_t>(hashes))))},
+                                  {"sum", sum},
+                                  {"sum_squares", sum_squares},
+                                  {"norms", norms}};
   record.extra["moved"] = MovedJson(*moved_before, *moved_after, {ps.bytes_sent(), ps.bytes_received()});
   record.loss_first = losses.front();
   record.loss_last = losses.back();

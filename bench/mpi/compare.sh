@@ -3,7 +3,8 @@
 # MPI_THREAD_SINGLE and at MPI_THREAD_FUNNELED, the level grpc+mpi runs at) against
 # psbench over grpc+mpi and over plain grpc, for single-buffer payloads of 32 B, 64 KiB,
 # 1 MiB and 4 MiB, for bench/RESULTS.md. Rounds alternate the three, so that drift on a
-# shared machine hits them alike; the summary takes medians over rounds.
+# shared machine hits them alike; the summary takes medians over rounds, and the floor at
+# its best round.
 #
 #   bench/mpi/compare.sh [BUILD_DIR=build] [OUT_DIR=mpi-compare-out]
 # Env: REPEAT (rounds, default 5), SIZES (default "32 64K 1M 4M"), WINDOW (default 16).

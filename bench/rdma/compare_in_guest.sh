@@ -17,8 +17,8 @@ trap 'rm -rf "$share"' EXIT
 mkdir -p "$share/bin" "$out"
 cp "$build/bin/psbench" "$build/bin/psbench-ps" "$build/bin/psbench-worker" "$share/bin/"
 cp "$here/perftest_compare.sh" "$share/"
-export REPEAT=${REPEAT:-5} QUICK=${QUICK:-}
-GUEST_ENV="REPEAT QUICK" GUEST_TIMEOUT=${GUEST_TIMEOUT:-1800} \
+export REPEAT=${REPEAT:-5} QUICK=${QUICK:-} WINDOW=${WINDOW:-16}
+GUEST_ENV="REPEAT QUICK WINDOW" GUEST_TIMEOUT=${GUEST_TIMEOUT:-1800} \
   "$guest/run-in-guest.sh" "$guest_dir" "$share" -- \
   bash "$share/perftest_compare.sh" "$share/bin" "$share/out" >&2
 cp -r "$share/out/." "$out/"

@@ -192,7 +192,7 @@ std::vector<Json> ReadJsonLines(const std::string& path);
 // payload byte, counted on both sides, and gRPC none of them: the plane named; the worker's
 // payload bytes both ways equal to the benchmark's own count (and not zero); every PS serving
 // that plane and, together, taking at least what this worker sent; other than over grpc, no
-// gRPC payload call from the worker and a control plane carrying less than one payload.
+// gRPC payload call from the worker's process.
 void ExpectMovedOver(const Json& record, const std::string& transport);
 // ExpectMovedOver for every record but totals (which carry none); returns how many it checked.
 size_t ExpectAllMovedOver(const std::vector<Json>& records, const std::string& transport);

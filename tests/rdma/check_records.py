@@ -58,7 +58,8 @@ PLANES = {"grpc": "grpc", "grpc+verbs": "rdma", "grpc+mpi": "mpi"}
 def check_moved(r, transport, tag, ps_payload=None):
     """r["moved"]: the worker's data plane carried exactly the benchmark's payload bytes both
     ways, every PS serves the same plane, and on a plane other than gRPC no gRPC payload call
-    left the worker. ps_payload: [(received, sent)] each PS must have counted (one worker)."""
+    left the worker's process. ps_payload: [(received, sent)] each PS must have counted (one
+    worker)."""
     m = r.get("moved")
     if not expect(isinstance(m, dict), f"{tag} moved: missing"):
         return
@@ -75,10 +76,6 @@ def check_moved(r, transport, tag, ps_payload=None):
         grpc = m.get("grpc_payload") or {}
         expect_eq(grpc.get("messages_sent"), 0, f"{tag} moved.grpc_payload.messages_sent")
         expect_eq(grpc.get("bytes_sent"), 0, f"{tag} moved.grpc_payload.bytes_sent")
-        # The control plane carried less than one payload: no tensor fits in it.
-        control = m.get("control") or {}
-        expect((control.get("bytes_sent") or 0) < m.get("payload_bytes_sent", 0),
-               f"{tag} moved.control.bytes_sent {control.get('bytes_sent')} not below the payload bytes")
     ps = m.get("ps") or []
     for i, p in enumerate(ps):
         expect_eq(p.get("plane"), plane, f"{tag} moved.ps[{i}].plane")

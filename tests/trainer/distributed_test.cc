@@ -45,13 +45,22 @@ TEST_F(DistributedTrainingTest, SyncTwoWorkersMatchOneWorkerWithTheWholeBatch) {
   ASSERT_EQ(two.size(), 2u);
   const double sum = one[0]["final_params"]["sum"].get<double>();
   const double squares = one[0]["final_params"]["sum_squares"].get<double>();
+  const Json& norms = one[0]["final_params"]["norms"];
   for (const Json& w : two) {
     EXPECT_NEAR(w["final_params"]["sum"].get<double>(), sum, 1e-5 * std::abs(sum)) << w.dump();
     EXPECT_NEAR(w["final_params"]["sum_squares"].get<double>(), squares, 1e-5 * squares) << w.dump();
+    // Tensor by tensor: each norm within 1e-5 relative (not bit-identical: the sums run in
+    // another order), so no tensor can be off while the totals agree.
+    ASSERT_EQ(w["final_params"]["norms"].size(), norms.size());
+    for (size_t t = 0; t < norms.size(); ++t) {
+      const double want = norms[t].get<double>();
+      EXPECT_NEAR(w["final_params"]["norms"][t].get<double>(), want, 1e-5 * want + 1e-12) << "tensor " << t;
+    }
     EXPECT_EQ(w["num_workers"], 2);
     EXPECT_EQ(w["placement"].size(), 2u);
   }
-  // Both workers hold the same parameters after the last synchronous step.
+  // Both workers hold the same parameters after the last synchronous step, to the bit.
+  EXPECT_EQ(two[0]["final_params"]["hash"], two[1]["final_params"]["hash"]);
   EXPECT_EQ(two[0]["final_params"], two[1]["final_params"]);
   // And the task is learnt: far below chance (ln 10 = 2.3).
   EXPECT_LT(one[0]["loss_last"].get<double>(), 0.5);
@@ -74,6 +83,8 @@ TEST_F(DistributedTrainingTest, EveryTransportTrainsIdentically) {
     EXPECT_EQ(ExpectAllMovedOver(workers, v[0].substr(std::string("--transport=").size())), 2u);
     for (const Json& w : workers) {
       if (reference.is_null()) reference = w["final_params"];
+      // Every parameter byte (the hash), not just its sums.
+      EXPECT_EQ(w["final_params"]["hash"], reference["hash"]) << w["transport"] << " " << w["mode"];
       EXPECT_EQ(w["final_params"], reference) << w["transport"] << " " << w["mode"];
     }
   }
@@ -89,6 +100,7 @@ TEST_F(DistributedTrainingTest, DifferentGlobalBatchEndsElsewhere) {
   ASSERT_EQ(b.size(), 1u);
   EXPECT_GT(std::abs(a[0]["final_params"]["sum"].get<double>() - b[0]["final_params"]["sum"].get<double>()),
             1e-4 * std::abs(a[0]["final_params"]["sum"].get<double>()));
+  EXPECT_NE(a[0]["final_params"]["hash"], b[0]["final_params"]["hash"]);
 }
 
 TEST_F(DistributedTrainingTest, AsyncTrainsAndReportsPerStepSplit) {

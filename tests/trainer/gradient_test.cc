@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_test_util.h"
 #include "worker/trainer/model.h"
@@ -517,6 +519,100 @@ TEST(GradientTest, MiniAlexNet) {
   x = b.FullyConnected(x, "fc6", 24, true);
   x = b.FullyConnected(x, "fc7", 16, true);
   CheckGradients(Classify(b, x));
+}
+
+// Broken engines --------------------------------------------------------------------------------
+
+// Each test fault of the CPU engine (EngineFault in worker/trainer/dnnl_internal.h) armed in
+// turn: the check of a model using the broken part must fail on a gradient. A check that
+// cannot fail proves nothing.
+struct Broken {
+  const char* fault;
+  absl::StatusOr<Model> (*model)();
+};
+void PrintTo(const Broken& b, std::ostream* os) { *os << b.fault; }
+
+absl::StatusOr<Model> ConvModel() {
+  ModelBuilder b = Builder("broken_conv");
+  return Classify(b, b.Conv(Pre(b), "conv", 16, 3, 3, 1, 1, true, true));
+}
+absl::StatusOr<Model> ReluModel() {
+  ModelBuilder b = Builder("broken_relu");
+  return Classify(b, b.Relu(Pre(b, 16), "relu"));
+}
+absl::StatusOr<Model> ConcatModel() {
+  ModelBuilder b = Builder("broken_concat");
+  int pre = Pre(b);
+  int x = b.Concat({b.Conv(pre, "a", 16, 1, 1, 1, 0, true, true), b.Conv(pre, "c", 32, 3, 3, 1, 1, true, false)},
+                   "concat");
+  return Classify(b, b.Conv(x, "mix", 8, 1, 1, 1, 0, true, false));
+}
+absl::StatusOr<Model> TwoConsumersModel() {
+  ModelBuilder b = Builder("broken_two_consumers");
+  int pre = Pre(b);
+  return Classify(b, b.Add(b.Conv(pre, "a", 8, 3, 3, 1, 1, true, true), b.Conv(pre, "c", 8, 1, 1, 1, 0, true, false),
+                           "add"));
+}
+absl::StatusOr<Model> BatchNormModel() {
+  ModelBuilder b = Builder("broken_bn");
+  return Classify(b, b.BatchNorm(Pre(b, 24, /*relu=*/false, /*bias=*/false), "bn", /*relu=*/true));
+}
+absl::StatusOr<Model> MaxPoolModel() {
+  ModelBuilder b = Builder("broken_maxpool", 9);
+  return Classify(b, b.MaxPool(Pre(b), "pool", 3, 2));
+}
+absl::StatusOr<Model> FullyConnectedModel() {
+  ModelBuilder b = Builder("broken_fc");
+  return Classify(b, b.FullyConnected(Pre(b), "fc1", 24, /*relu=*/false));
+}
+
+class BrokenEngineTest : public ::testing::TestWithParam<Broken> {};
+
+TEST_P(BrokenEngineTest, GradientCheckFails) {
+  ASSERT_EQ(setenv("PSBENCH_TEST_ENGINE_FAULT", GetParam().fault, 1), 0);
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter intercept(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    CheckGradients(GetParam().model());
+  }
+  unsetenv("PSBENCH_TEST_ENGINE_FAULT");
+  int on_gradients = 0;
+  std::string first;
+  for (int i = 0; i < failures.size(); ++i) {
+    const std::string message = failures.GetTestPartResult(i).message();
+    if (first.empty()) first = message;
+    if (message.find("vs backward") != std::string::npos) ++on_gradients;
+  }
+  EXPECT_GT(on_gradients, 0) << GetParam().fault << " went unnoticed by the gradient check ("
+                             << failures.size() << " other failures; first: " << first << ")";
+  // Unarmed, the same model passes (its check is not failing for another reason).
+  CheckGradients(GetParam().model());
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, BrokenEngineTest,
+                         ::testing::Values(Broken{"scaled-weight-gradient", ConvModel},
+                                           Broken{"relu-without-mask", ReluModel},
+                                           Broken{"concat-slice-misplaced", ConcatModel},
+                                           Broken{"lost-accumulation", TwoConsumersModel},
+                                           Broken{"batch-norm-swapped", BatchNormModel},
+                                           Broken{"max-pool-as-average", MaxPoolModel},
+                                           Broken{"fc-bias-lost", FullyConnectedModel}),
+                         [](const ::testing::TestParamInfo<Broken>& info) {
+                           std::string name = info.param.fault;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(BrokenEngineTest, UnknownFaultIsRefused) {
+  ASSERT_EQ(setenv("PSBENCH_TEST_ENGINE_FAULT", "gentle", 1), 0);
+  absl::StatusOr<Model> model = ConvModel();
+  ASSERT_TRUE(model.ok());
+  absl::StatusOr<std::unique_ptr<Network>> net = MakeNetwork("cpu", *model, 1, 1);
+  unsetenv("PSBENCH_TEST_ENGINE_FAULT");
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(net.status().message().find("lost-accumulation"), std::string::npos) << net.status();
 }
 
 }  // namespace

@@ -37,12 +37,13 @@ class RequestTable {
   int Post(Owner* owner, int what, Start&& start, Traffic traffic = Traffic::kReceive) {
     return Add(owner, what, traffic, start);
   }
-  // Posts one send of `bytes`, `payload_bytes` of them a payload's, the same way.
+  // Posts one send of `bytes`, `payload_bytes` of them a payload's, the same way. Counted
+  // before it is posted: the peer may answer before this thread runs again, and a count read
+  // after the answer must hold it (a send that fails to post fails its owner).
   template <typename Start>
   int PostSend(Owner* owner, int what, uint64_t bytes, uint64_t payload_bytes, Start&& start) {
-    int rc = Add(owner, what, Traffic::kSend, start);
-    if (rc == MPI_SUCCESS) tally_.Sent(bytes, payload_bytes);
-    return rc;
+    tally_.Sent(bytes, payload_bytes);
+    return Add(owner, what, Traffic::kSend, start);
   }
 
   // The requests' tally; payload bytes a message carries beside its own (an eager payload in

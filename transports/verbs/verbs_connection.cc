@@ -315,12 +315,14 @@ bool Connection::PostChunk(OutMessage& m) {
       if (wrs == 1 && chunk_bytes <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
     }
   }
+  // Counted before it is posted: the peer may answer before this thread runs again, and a
+  // count read after the answer must hold it (a failed post fails the connection).
+  tally_->Sent(chunk_bytes, take, wrs);
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qp_, wr_scratch_.data(), &bad); rc != 0) {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return false;
   }
-  tally_->Sent(chunk_bytes, take, wrs);
   ++sent_chunks_;
   reported_ = freed_;
   credit_update_pending_ = false;
@@ -351,11 +353,11 @@ void Connection::PostCreditUpdate() {
   wr.wr_id = kSendBit;
   bool signaled = ShouldSignal(1);
   if (signaled) wr.send_flags = IBV_SEND_SIGNALED;
+  tally_->Sent(0, 0);
   if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0) {
     Fail(absl::InternalError(absl::StrCat("ibv_post_send to ", peer_, ": ", ErrnoText(rc))));
     return;
   }
-  tally_->Sent(0, 0);
   reported_ = freed_;
   credit_update_pending_ = false;
   ++sq_used_;
@@ -372,7 +374,7 @@ void Connection::Probe() {
   wr.wr_id = kSendBit;
   wr.send_flags = IBV_SEND_SIGNALED;
   if (ibv_post_send(qp_, &wr, &bad) != 0) return;
-  tally_->Sent(0, 0);
+  tally_->Sent(0, 0);  // a probe: no peer answers it
   ++sq_used_;
   unsignaled_wrs_ = 0;
   sends_.push_back({1, staging_head_, true, nullptr});

@@ -9,10 +9,12 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
 #include "worker/trainer/model.h"
@@ -77,11 +79,29 @@ inline memory::dims Dims(int n, const Shape& s, bool flat) {
   return {n, s.c, s.h, s.w};
 }
 
+// Test-only faults, each a backward pass broken in one way the gradient checks must catch
+// (tests/trainer/gradient_test.cc, BrokenEngineTest). Armed by PSBENCH_TEST_ENGINE_FAULT in the
+// environment of the process that makes a network (never by a flag), which then says so on
+// stderr.
+enum class EngineFault {
+  kNone,
+  kScaledWeightGradient,        // "scaled-weight-gradient": convolution weight gradients x 1.5
+  kReluWithoutMask,             // "relu-without-mask": a ReLU passes every gradient back
+  kConcatSliceMisplaced,        // "concat-slice-misplaced": input 0's gradient from input 1's slice
+  kLostAccumulation,            // "lost-accumulation": a tensor read twice gets one gradient
+  kBatchNormScaleShiftSwapped,  // "batch-norm-swapped": scale and shift gradients exchanged
+  kMaxPoolAsAverage,            // "max-pool-as-average": max pooling's gradient spread evenly
+  kFullyConnectedBiasLost,      // "fc-bias-lost": fully connected bias gradients zero
+};
+// The fault PSBENCH_TEST_ENGINE_FAULT names (kNone when unset); INVALID_ARGUMENT naming the
+// known ones for another value.
+absl::StatusOr<EngineFault> TestEngineFault();
+
 class DnnlNetwork final : public Network {
  public:
-  DnnlNetwork(const Model& model, int batch, int threads)
-      : model_(model), batch_(batch), threads_(threads), engine_(dnnl::engine::kind::cpu, 0),
-        stream_(engine_) {}
+  DnnlNetwork(const Model& model, int batch, int threads, EngineFault fault = EngineFault::kNone)
+      : model_(model), batch_(batch), threads_(threads), fault_(fault),
+        engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   absl::Status Build();
 
@@ -121,6 +141,8 @@ class DnnlNetwork final : public Network {
   // when an earlier consumer already wrote there (then AccumulateDiff adds it).
   memory& DiffTarget(int t) { return tensors_[t].diff_written ? tensors_[t].diff_scratch : tensors_[t].diff; }
   void AccumulateDiff(int t);
+  // The test faults that act on a layer's parameter gradients once they are computed.
+  void BreakWeightGradients(const Layer& layer, const Node& node);
   void AddParam(int layer, const Layer::Param& p, const memory::desc& md);
   memory::desc PlainDesc(int param) const;
   std::vector<float> ReadPlain(int i, bool grad);
@@ -139,6 +161,7 @@ class DnnlNetwork final : public Network {
   Model model_;
   int batch_;
   int threads_;
+  EngineFault fault_;
   std::string isa_;
   dnnl::engine engine_;
   dnnl::stream stream_;

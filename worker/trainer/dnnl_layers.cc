@@ -118,6 +118,12 @@ void DnnlNetwork::BuildRelu(int index) {
   nodes_[index].forward.push_back(
       {dnnl::eltwise_forward(fwd), {{DNNL_ARG_SRC, src.value}, {DNNL_ARG_DST, out.value}}});
   out.diff = memory(out.md, engine_);
+  if (fault_ == EngineFault::kReluWithoutMask) {  // the gradient copied back, unmasked
+    dnnl::reorder::primitive_desc pd(engine_, out.md, engine_, src.md);
+    nodes_[index].backward_data.push_back(
+        {dnnl::reorder(pd), {{DNNL_ARG_FROM, out.diff}}, DNNL_ARG_TO, 0});
+    return;
+  }
   dnnl::eltwise_backward::primitive_desc bwd(
       {dnnl::algorithm::eltwise_relu_use_dst_for_bwd, src.md, out.md, 0.f, 0.f}, engine_, fwd);
   nodes_[index].backward_data.push_back(
@@ -148,6 +154,16 @@ void DnnlNetwork::BuildPool(int index) {
   }
   node.forward.push_back(std::move(step));
   out.diff = memory(out.md, engine_);
+  if (max && fault_ == EngineFault::kMaxPoolAsAverage) {  // every window's gradient spread evenly
+    const auto avg = dnnl::algorithm::pooling_avg_include_padding;
+    dnnl::pooling_forward::primitive_desc hint(
+        {dnnl::prop_kind::forward_training, avg, src.md, out.md, strides, kernel, pad_l, pad_r},
+        engine_);
+    dnnl::pooling_backward::primitive_desc wrong(
+        {avg, src.md, out.md, strides, kernel, pad_l, pad_r}, engine_, hint);
+    node.backward_data.push_back({dnnl::pooling_backward(wrong), {{DNNL_ARG_DIFF_DST, out.diff}}});
+    return;
+  }
   dnnl::pooling_backward::primitive_desc bwd(
       {algo, src.md, out.md, strides, kernel, pad_l, pad_r}, engine_, fwd);
   Step back{dnnl::pooling_backward(bwd), {{DNNL_ARG_DIFF_DST, out.diff}}};
@@ -238,7 +254,12 @@ void DnnlNetwork::BuildConcat(int index) {
   for (size_t i = 0; i < layer.inputs.size(); ++i) {
     const memory::desc& in_md = tensors_[layer.inputs[i]].md;
     memory::dims sub_dims = in_md.dims();
-    memory::desc slice = out.md.submemory_desc(sub_dims, {0, offset, 0, 0});
+    // (The test fault reads the first input's gradient from the slice after its own, where it
+    // fits: a slice on a block boundary, as a blocked layout needs.)
+    const bool misplaced = fault_ == EngineFault::kConcatSliceMisplaced && i == 0 &&
+                           2 * sub_dims[1] <= out.md.dims()[1];
+    memory::desc slice =
+        out.md.submemory_desc(sub_dims, {0, misplaced ? sub_dims[1] : offset, 0, 0});
     memory slice_mem(slice, engine_, out.diff.get_data_handle());
     dnnl::reorder::primitive_desc pd(engine_, slice, engine_, in_md);
     node.backward_data.push_back(

@@ -104,6 +104,19 @@ memory DnnlNetwork::FusedReluBackward(int index) {
   return node.relu_diff;
 }
 
+void DnnlNetwork::BreakWeightGradients(const Layer& layer, const Node& node) {
+  auto grads = [&](int k) {
+    const int p = node.param_indices[k];
+    return std::span<float>(param_grads_[p], params_[p].bytes / sizeof(float));
+  };
+  if (fault_ == EngineFault::kScaledWeightGradient && layer.kind == LayerKind::kConvolution) {
+    for (float& g : grads(0)) g *= 1.5f;
+  }
+  if (fault_ == EngineFault::kFullyConnectedBiasLost && layer.kind == LayerKind::kFullyConnected) {
+    for (float& g : grads(1)) g = 0.f;
+  }
+}
+
 absl::Status DnnlNetwork::Bind(std::span<float* const> values, std::span<float* const> grads) {
   if (values.size() != params_.size() || grads.size() != params_.size())
     return absl::InvalidArgumentError("Bind: one value and one gradient buffer per parameter");
@@ -118,7 +131,8 @@ absl::Status DnnlNetwork::Bind(std::span<float* const> values, std::span<float* 
       int grad_arg = k == 0 ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_DIFF_BIAS;
       if (kind == LayerKind::kBatchNorm) {
         value_arg = k == 0 ? DNNL_ARG_SCALE : DNNL_ARG_SHIFT;
-        grad_arg = k == 0 ? DNNL_ARG_DIFF_SCALE : DNNL_ARG_DIFF_SHIFT;
+        const bool swapped = fault_ == EngineFault::kBatchNormScaleShiftSwapped;
+        grad_arg = (k == 0) != swapped ? DNNL_ARG_DIFF_SCALE : DNNL_ARG_DIFF_SHIFT;
       }
       for (Step& s : node.forward) s.args[value_arg] = value;
       if (k == 0 && node.backward_weights_for_data) {
@@ -192,7 +206,31 @@ double DnnlNetwork::Forward() {
   return loss;
 }
 
+absl::StatusOr<EngineFault> TestEngineFault() {
+  static constexpr std::pair<const char*, EngineFault> kFaults[] = {
+      {"scaled-weight-gradient", EngineFault::kScaledWeightGradient},
+      {"relu-without-mask", EngineFault::kReluWithoutMask},
+      {"concat-slice-misplaced", EngineFault::kConcatSliceMisplaced},
+      {"lost-accumulation", EngineFault::kLostAccumulation},
+      {"batch-norm-swapped", EngineFault::kBatchNormScaleShiftSwapped},
+      {"max-pool-as-average", EngineFault::kMaxPoolAsAverage},
+      {"fc-bias-lost", EngineFault::kFullyConnectedBiasLost}};
+  const char* armed = std::getenv("PSBENCH_TEST_ENGINE_FAULT");
+  if (armed == nullptr || *armed == '\0') return EngineFault::kNone;
+  std::string known;
+  for (const auto& [name, fault] : kFaults) {
+    if (std::string_view(armed) == name) {
+      std::fprintf(stderr, "psbench trainer: TEST FAULT ARMED: PSBENCH_TEST_ENGINE_FAULT=%s\n", armed);
+      return fault;
+    }
+    absl::StrAppend(&known, known.empty() ? "" : ", ", name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("PSBENCH_TEST_ENGINE_FAULT=", armed, ": not a test fault (", known, ")"));
+}
+
 void DnnlNetwork::AccumulateDiff(int t) {
+  if (fault_ == EngineFault::kLostAccumulation) return;
   Tensor& tensor = tensors_[t];
   float* into = static_cast<float*>(tensor.diff.get_data_handle());
   const float* add = static_cast<const float*>(tensor.diff_scratch.get_data_handle());
@@ -218,6 +256,7 @@ void DnnlNetwork::Backward(const std::function<void(int)>& ready) {
     for (Step& step : node.backward_weights) Run(step);
     if (!node.backward_weights.empty()) {
       stream_.wait();
+      BreakWeightGradients(layer, node);
       for (int p : node.param_indices) ready(p);
     }
     if (node.backward_weights_for_data) Run(node.weights_to_backward);
@@ -249,8 +288,10 @@ void DnnlNetwork::Backward(const std::function<void(int)>& ready) {
 
 absl::StatusOr<std::unique_ptr<Network>> MakeDnnlNetwork(const Model& model, int batch,
                                                          int threads) {
+  absl::StatusOr<dnnl_engine::EngineFault> fault = dnnl_engine::TestEngineFault();
+  if (!fault.ok()) return fault.status();
   if (threads > 0) omp_set_num_threads(threads);
-  auto network = std::make_unique<dnnl_engine::DnnlNetwork>(model, batch, omp_get_max_threads());
+  auto network = std::make_unique<dnnl_engine::DnnlNetwork>(model, batch, omp_get_max_threads(), *fault);
   if (absl::Status s = network->Build(); !s.ok()) return s;
   return network;
 }
