@@ -26,8 +26,9 @@ packages=(
   python3-matplotlib chromium
   # The interop test (tests/interop): a client and a PS in Python, from docs/protocol.md.
   python3-grpcio python3-protobuf python3-xxhash
-  # Fuzz targets (tests/fuzz, -DPSBENCH_FUZZ=ON): clang and its libFuzzer runtime.
-  clang libclang-rt-14-dev
+  # Fuzz targets (tests/fuzz, -DPSBENCH_FUZZ=ON) and the ASan tree: clang, its libFuzzer
+  # runtime, and LLVM's OpenMP (the trainer's oneDNN engine built with clang).
+  clang libclang-rt-14-dev libomp-dev
   # Trace capture from PyTorch (tools/psbench_trace) and its test; the PyTorch peers of
   # bench/trainer/compare.sh and bench/pytorch_ps/compare.sh.
   python3-torch python3-torchvision

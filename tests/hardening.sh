@@ -48,7 +48,7 @@ export TSAN_OPTIONS="suppressions=$SUPP/tsan.supp:second_deadlock_stack=1:halt_o
 configure_asan() {
     # The compilers as cache variables: a tree configured earlier with gcc is reconfigured.
     cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_FUZZ=ON -DPSBENCH_CUDA=OFF
+        -DPSBENCH_SANITIZE=address,undefined -DPSBENCH_FUZZ=ON -DPSBENCH_TRAINER=ON -DPSBENCH_CUDA=OFF
 }
 
 run_asan() {

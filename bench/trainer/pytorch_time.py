@@ -10,6 +10,8 @@ statistics), gradients are computed for every parameter. Prints one JSON object 
 
   python3 bench/trainer/pytorch_time.py --model=vgg11 --batch=16 --threads=2
 
+--channels-last (NHWC model and input) applies on the CPU too.
+
 On a GPU (--device=cuda), the peer a user would pick: cuDNN autotuning on (cudnn.benchmark,
 as psbench's engine measures its algorithms), --math=fp32 (no TF32), tf32 or bf16
 (autocast), and --channels-last (NHWC, often faster on tensor cores). Each iteration is

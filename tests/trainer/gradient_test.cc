@@ -605,9 +605,9 @@ INSTANTIATE_TEST_SUITE_P(Faults, BrokenEngineTest,
                          });
 
 TEST(BrokenEngineTest, UnknownFaultIsRefused) {
-  ASSERT_EQ(setenv("PSBENCH_TEST_ENGINE_FAULT", "gentle", 1), 0);
   absl::StatusOr<Model> model = ConvModel();
   ASSERT_TRUE(model.ok());
+  ASSERT_EQ(setenv("PSBENCH_TEST_ENGINE_FAULT", "gentle", 1), 0);
   absl::StatusOr<std::unique_ptr<Network>> net = MakeNetwork("cpu", *model, 1, 1);
   unsetenv("PSBENCH_TEST_ENGINE_FAULT");
   ASSERT_FALSE(net.ok());

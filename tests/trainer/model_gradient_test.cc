@@ -155,6 +155,7 @@ TEST(BrokenModelTest, ScaledWeightGradientsAreCaught) {
   }
   EXPECT_EQ(caught, (std::set<std::string>{"conv1/weights", "conv2/weights", "conv3/weights", "conv4/weights",
                                            "conv5/weights"}));
+  EXPECT_EQ(failures.size(), 5) << "failures beside the five convolutions' weights";
 }
 
 }  // namespace

@@ -110,7 +110,9 @@ class DnnlNetwork final : public Network {
   std::string description() const override {
     const dnnl_version_t* v = dnnl_version();
     return absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch,
-                        " (cpu, OpenMP, ", threads_, " threads, ", isa_, ")");
+                        " (cpu, OpenMP, ", threads_, " threads, ", isa_, ")",
+                        fault_ == EngineFault::kNone ? ""
+                                                     : ", TEST FAULT ARMED (PSBENCH_TEST_ENGINE_FAULT)");
   }
   const std::vector<ParamInfo>& params() const override { return params_; }
   absl::Status Bind(std::span<float* const> values, std::span<float* const> grads) override;
