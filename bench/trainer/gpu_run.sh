@@ -49,7 +49,9 @@ run() {  # run LOG TIMEOUT COMMAND...: appends the command and its output to LOG
   shift 2
   echo "\$ $*" >> "$out/$log"
   local start=$SECONDS
-  timeout "$limit" "$@" >> "$out/$log" 2>&1
+  # --foreground: the command stays in this script's process group, so a timeout around the
+  # whole script stops it too (a command left running would load the GPU under the next one).
+  timeout --foreground "$limit" "$@" >> "$out/$log" 2>&1
   local rc=$?
   echo "[exit $rc, $((SECONDS - start)) s]" >> "$out/$log"
   return $rc

@@ -83,6 +83,18 @@ Model BatchNormShapes() {
   return *b.Finish(x);
 }
 
+// A residual add with its ReLU (the engine fuses the pair): on tensors whose size is no
+// multiple of four (the kernels' scalar path), one input already holding a gradient from a
+// later add (the fused backward accumulates into it), and an add with no ReLU after it.
+Model Residual() {
+  ModelBuilder b("residual", {3, 5, 5});
+  int x = b.Conv(0, "conv1", 5, 3, 3, 1, 1);
+  int y = b.Conv(x, "conv2", 5, 3, 3, 1, 1, true, false);  // negative sums: the ReLU masks
+  int r = b.Relu(b.Add(y, x, "add_relu"), "relu");
+  x = b.FullyConnected(b.Add(r, x, "add"), "fc", 4, false);
+  return *b.Finish(x);
+}
+
 // fp32 must match the CPU engine tightly; tf32 rounds inputs to 10-bit mantissas, so within
 // a few parts per thousand. Either layout: what the host sees is the same.
 void ExpectMatchesCpu(const Model& model, int batch, Math math, Layout layout) {
@@ -130,6 +142,15 @@ TEST_P(GpuEngineTest, MatchesCpuEngine) {
   const auto [math, layout] = GetParam();
   ExpectMatchesCpu(AllLayers(), 4, math, layout);
   ExpectMatchesCpu(BatchNormShapes(), 3, math, layout);
+  ExpectMatchesCpu(Residual(), 3, math, layout);
+}
+
+// ResNet-50's 16 residual adds each fuse with their ReLU; the engine says so.
+TEST(GpuEngineModelsTest, ResidualAddsFuseTheirRelu) {
+  SKIP_WITHOUT_GPU();
+  auto net = MakeGpu(*BuildModel("resnet50"), 1);
+  ASSERT_NE(net, nullptr);
+  EXPECT_NE(net->description().find("16 add+ReLU fused"), std::string::npos) << net->description();
 }
 
 INSTANTIATE_TEST_SUITE_P(MathLayout, GpuEngineTest,

@@ -69,6 +69,22 @@ absl::Status CudnnNetwork::ChooseConvolution(int index) {
   return absl::OkStatus();
 }
 
+// A residual block's add and its ReLU are memory-bound passes over the same tensor; fused,
+// the add's own output is never written or read. Only where nothing else reads that output.
+int CudnnNetwork::FusableRelu(int add) const {
+  const Layer& layer = model_.layers[add];
+  if (layer.inputs.size() != 2 || layer.inputs[0] == layer.inputs[1]) return -1;
+  int consumer = -1;
+  for (size_t j = add + 1; j < model_.layers.size(); ++j) {
+    for (int in : model_.layers[j].inputs) {
+      if (in != add) continue;
+      if (consumer >= 0) return -1;
+      consumer = static_cast<int>(j);
+    }
+  }
+  return consumer >= 0 && model_.layers[consumer].kind == LayerKind::kRelu ? consumer : -1;
+}
+
 // Each input's channels are a strided view of the output: one transform copies them in
 // (forward) and out, accumulating where the input already has a gradient (backward).
 void CudnnNetwork::BuildConcat(int index) {
@@ -181,8 +197,11 @@ absl::Status CudnnNetwork::BuildLayer(int index) {
     case LayerKind::kConcat:
       BuildConcat(index);
       return absl::OkStatus();
-    case LayerKind::kRelu:
     case LayerKind::kAdd:
+      node.fused_relu = FusableRelu(index);
+      if (node.fused_relu >= 0) nodes_[node.fused_relu].fused_into = index;
+      return absl::OkStatus();
+    case LayerKind::kRelu:
       return absl::OkStatus();
     case LayerKind::kMaxPool:
     case LayerKind::kAvgPool:

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +15,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/trainer/batch_norm.h"
+#include "worker/trainer/elementwise.h"
 #include "worker/trainer/model.h"
 #include "worker/trainer/network.h"
 
@@ -65,6 +69,22 @@ struct Tensor {
   bool diff_written = false;
 };
 
+// A convolution's three passes; each may run on a graph-API plan (cudnn_graph.cc).
+enum ConvPass { kConvForward = 0, kConvBackwardData = 1, kConvBackwardFilter = 2 };
+
+// A pass's execution plan and its variant pack (its buffers and the workspace, built once
+// the workspace has its final size); no plan: the legacy call.
+struct GraphConv {
+  cudnnBackendDescriptor_t plan = nullptr;
+  cudnnBackendDescriptor_t pack = nullptr;
+  int64_t workspace = 0;
+  std::array<void*, 3> pointers{};
+  GraphConv() = default;
+  GraphConv(GraphConv&& o) noexcept { *this = std::move(o); }
+  GraphConv& operator=(GraphConv&& o) noexcept;
+  ~GraphConv();
+};
+
 struct Node {
   cudnnFilterDescriptor_t filter = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
@@ -94,6 +114,11 @@ struct Node {
   // Concat: each input's place in the output, as a strided view of it.
   std::vector<cudnnTensorDescriptor_t> slices;
   std::vector<size_t> slice_offsets;
+  // An add whose only consumer is a ReLU computes both, each way, in one pass (elementwise.h):
+  // the add names the ReLU (fused_relu), the ReLU the add (fused_into) and does nothing itself.
+  int fused_relu = -1;
+  int fused_into = -1;
+  std::array<GraphConv, 3> graph;  // by ConvPass
   std::vector<int> params;
   std::vector<float*> value, grad;  // device copies of this layer's parameters
 };
@@ -140,6 +165,7 @@ class CudnnNetwork final : public Network {
   cudnnTensorDescriptor_t Descriptor(int n, int c, int h, int w, bool nhwc);
   float* Alloc(size_t count);  // DeviceFloats, freed with the network
   void BuildConcat(int index);
+  int FusableRelu(int add) const;  // the ReLU that is the add's only consumer, or -1
   // Input k of concatenation `index`, into its place in the output or back out of it.
   void CopySlice(int index, int k, const float* from, float* to, bool into_concat);
   absl::Status BuildLoss();
@@ -149,6 +175,15 @@ class CudnnNetwork final : public Network {
   void ReluForward(Tensor& t);
   float* ReluBackward(int index);  // returns the pre-activation gradient
   void* Workspace(size_t bytes);
+  // Convolutions (cudnn_graph.cc): each pass on a graph-API plan where one beats the legacy
+  // algorithm, timed on the layer's buffers; RunConvolution runs whichever was chosen.
+  void TuneConvolutions();
+  absl::StatusOr<std::pair<GraphConv, float>> FastestPlan(int index, ConvPass pass);
+  std::array<void*, 3> ConvPointers(int index, ConvPass pass);
+  cudnnStatus_t LegacyConvolution(int index, ConvPass pass, float beta);
+  void RunConvolution(int index, ConvPass pass, float beta);
+  cudnnBackendDescriptor_t VariantPack(const std::array<void*, 3>& pointers);
+  float TimeOnStream(const std::function<bool()>& run);  // mean ms of a few runs; < 0: failed
 
   Model model_;
   int batch_;

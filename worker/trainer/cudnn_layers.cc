@@ -16,11 +16,7 @@ void CudnnNetwork::ForwardLayer(int index) {
     case LayerKind::kSoftmaxCrossEntropy:
       return;
     case LayerKind::kConvolution: {
-      Tensor& src = tensors_[layer.inputs[0]];
-      const float* w = node.filter_value ? node.filter_value : node.value[0];
-      PSB_CUDNN(cudnnConvolutionForward(cudnn_, &one, src.desc, src.value, node.filter,
-                                        w, node.conv, node.fwd_algo, workspace_,
-                                        workspace_bytes_, &zero, out.desc, out.value));
+      RunConvolution(index, kConvForward, 0.f);
       if (layer.bias)
         PSB_CUDNN(cudnnAddTensor(cudnn_, &one, node.bias_desc, node.value[1], &one, out.desc, out.value));
       if (layer.relu) ReluForward(out);
@@ -42,6 +38,7 @@ void CudnnNetwork::ForwardLayer(int index) {
       return;
     }
     case LayerKind::kRelu: {
+      if (node.fused_into >= 0) return;  // the add before it wrote its output
       Tensor& src = tensors_[layer.inputs[0]];
       PSB_CUDNN(cudnnActivationForward(cudnn_, relu_, &one, src.desc, src.value, &zero, out.desc, out.value));
       return;
@@ -92,6 +89,10 @@ void CudnnNetwork::ForwardLayer(int index) {
     case LayerKind::kAdd: {
       Tensor& a = tensors_[layer.inputs[0]];
       Tensor& b = tensors_[layer.inputs[1]];
+      if (node.fused_relu >= 0) {
+        PSB_CUDA(gpu_kernels::AddReluForward(a.value, b.value, tensors_[node.fused_relu].value, out.count, stream_));
+        return;
+      }
       PSB_CUDNN(cudnnOpTensor(cudnn_, add_, &one, a.desc, a.value, &one, b.desc, b.value, &zero, out.desc, out.value));
       return;
     }
@@ -135,19 +136,13 @@ void CudnnNetwork::BackwardLayer(int index) {
       float* dy = layer.relu ? ReluBackward(index) : out.diff;
       if (layer.bias)
         PSB_CUDNN(cudnnConvolutionBackwardBias(cudnn_, &one, out.desc, dy, &zero, node.bias_desc, node.grad[1]));
-      PSB_CUDNN(cudnnConvolutionBackwardFilter(cudnn_, &one, src.desc, src.value, out.desc, dy,
-                                               node.conv, node.bwd_filter_algo, workspace_, workspace_bytes_,
-                                               &zero, node.filter, node.filter_grad ? node.filter_grad : node.grad[0]));
+      RunConvolution(index, kConvBackwardFilter, 0.f);
       // The PS gets KCRS, whatever the layout the device computed in.
       if (node.filter_grad)
         PSB_CUDNN(cudnnTransformTensor(cudnn_, &one, node.krsc, node.filter_grad, &zero, node.kcrs, node.grad[0]));
       params_ready();
       if (data) {
-        const float beta = Beta(in0);
-        const float* w = node.filter_value ? node.filter_value : node.value[0];
-        PSB_CUDNN(cudnnConvolutionBackwardData(cudnn_, &one, node.filter, w, out.desc, dy,
-                                               node.conv, node.bwd_data_algo, workspace_,
-                                               workspace_bytes_, &beta, src.desc, src.diff));
+        RunConvolution(index, kConvBackwardData, Beta(in0));
         Written(in0);
       }
       return;
@@ -172,7 +167,7 @@ void CudnnNetwork::BackwardLayer(int index) {
       return;
     }
     case LayerKind::kRelu: {
-      if (!data) return;
+      if (!data || node.fused_into >= 0) return;  // fused: the add's backward passes the gradient on
       const float beta = Beta(in0);
       PSB_CUDNN(cudnnActivationBackward(cudnn_, relu_, &one, out.desc, out.value, out.desc, out.diff,
                                         src.desc, src.value, &beta, src.desc, src.diff));
@@ -247,6 +242,22 @@ void CudnnNetwork::BackwardLayer(int index) {
       return;
     }
     case LayerKind::kAdd: {
+      if (node.fused_relu >= 0) {
+        const Tensor& relu = tensors_[node.fused_relu];
+        float* diff[2] = {nullptr, nullptr};
+        float beta[2] = {0.f, 0.f};
+        for (int k = 0; k < 2; ++k) {
+          const int in = layer.inputs[k];
+          if (in == 0) continue;
+          diff[k] = tensors_[in].diff;
+          beta[k] = Beta(in);
+        }
+        PSB_CUDA(gpu_kernels::AddReluBackward(relu.value, relu.diff, diff[0], beta[0], diff[1], beta[1],
+                                              out.count, stream_));
+        for (int in : layer.inputs)
+          if (in != 0) Written(in);
+        return;
+      }
       for (int in : layer.inputs) {
         if (in == 0) continue;
         Tensor& t = tensors_[in];

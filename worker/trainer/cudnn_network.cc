@@ -28,6 +28,9 @@ namespace psbench::trainer {
 namespace cudnn_engine {
 
 CudnnNetwork::~CudnnNetwork() {
+  // Plans before the handle they were made with.
+  for (Node& n : nodes_)
+    for (GraphConv& g : n.graph) g = GraphConv();
   for (Node& n : nodes_) {
     if (n.filter) cudnnDestroyFilterDescriptor(n.filter);
     if (n.conv) cudnnDestroyConvolutionDescriptor(n.conv);
@@ -142,6 +145,9 @@ absl::Status CudnnNetwork::Build() {
       return absl::InvalidArgumentError(absl::StrCat(model_.name, " layer ", model_.layers[i].name,
                                                      ": ", s.message()));
   }
+  TuneConvolutions();
+  const auto fused = std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.fused_relu >= 0; });
+  if (fused != 0) description_ += absl::StrCat(", ", fused, " add+ReLU fused");
   size_t partials = 0;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     if (model_.layers[i].kind == LayerKind::kBatchNorm && own_batch_norm())
