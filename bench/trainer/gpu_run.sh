@@ -49,13 +49,19 @@ run() {  # run LOG TIMEOUT COMMAND...: appends the command and its output to LOG
   shift 2
   echo "\$ $*" >> "$out/$log"
   local start=$SECONDS
-  # --foreground: the command stays in this script's process group, so a timeout around the
-  # whole script stops it too (a command left running would load the GPU under the next one).
-  timeout --foreground "$limit" "$@" >> "$out/$log" 2>&1
+  # In the background so that a TERM to this script reaches it: timeout puts the command in a
+  # process group of its own, which the trap below ends with all its children (a command left
+  # running would load the GPU under the next one).
+  timeout "$limit" "$@" >> "$out/$log" 2>&1 &
+  current=$!
+  wait "$current"
   local rc=$?
+  current=
   echo "[exit $rc, $((SECONDS - start)) s]" >> "$out/$log"
   return $rc
 }
+current=
+trap '[ -n "$current" ] && kill -TERM -- "-$current" 2>/dev/null; exit 143' TERM INT
 
 for step in $steps; do
   case $step in

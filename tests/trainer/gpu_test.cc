@@ -83,9 +83,9 @@ Model BatchNormShapes() {
   return *b.Finish(x);
 }
 
-// A residual add with its ReLU (the engine fuses the pair): on tensors whose size is no
-// multiple of four (the kernels' scalar path), one input already holding a gradient from a
-// later add (the fused backward accumulates into it), and an add with no ReLU after it.
+// A residual add with its ReLU (the engine fuses the pair), one input already holding a
+// gradient from a later add (the fused backward accumulates into it), and an add with no
+// ReLU after it. At batch 3 its tensors' sizes are no multiple of four, at batch 4 they are.
 Model Residual() {
   ModelBuilder b("residual", {3, 5, 5});
   int x = b.Conv(0, "conv1", 5, 3, 3, 1, 1);
@@ -142,7 +142,8 @@ TEST_P(GpuEngineTest, MatchesCpuEngine) {
   const auto [math, layout] = GetParam();
   ExpectMatchesCpu(AllLayers(), 4, math, layout);
   ExpectMatchesCpu(BatchNormShapes(), 3, math, layout);
-  ExpectMatchesCpu(Residual(), 3, math, layout);
+  ExpectMatchesCpu(Residual(), 3, math, layout);  // the fused kernels' scalar path
+  ExpectMatchesCpu(Residual(), 4, math, layout);  // and their float4 path
 }
 
 // ResNet-50's 16 residual adds each fuse with their ReLU; the engine says so.

@@ -6,6 +6,7 @@
 // kernels for VGG's 224x224 layers ran 7x slower than their forward ones on an H100.
 // Anything the graph API refuses leaves the layer on the legacy API; nothing here fails the
 // build. PSBENCH_GPU_CONV=legacy keeps every convolution on the legacy API (a diagnostic).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -169,7 +170,8 @@ absl::Status HeuristicConfigs(cudnnBackendDescriptor_t graph, cudnnBackendHeurMo
   }
   GRAPH_TRY("heuristics results", cudnnBackendGetAttribute(heuristics.d, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()));
-  for (int64_t i = 0; i < count; ++i) configs.push_back(std::move(found[i]));
+  for (int64_t i = 0; i < std::min<int64_t>(count, static_cast<int64_t>(found.size())); ++i)
+    configs.push_back(std::move(found[i]));
   return absl::OkStatus();
 }
 
@@ -178,14 +180,17 @@ absl::Status HeuristicConfigs(cudnnBackendDescriptor_t graph, cudnnBackendHeurMo
 GraphConv::~GraphConv() {
   Destroy(pack);
   Destroy(plan);
+  for (auto d = keep.rbegin(); d != keep.rend(); ++d) Destroy(*d);
 }
 
 GraphConv& GraphConv::operator=(GraphConv&& o) noexcept {
   if (this != &o) {
     Destroy(pack);
     Destroy(plan);
+    for (auto d = keep.rbegin(); d != keep.rend(); ++d) Destroy(*d);
     plan = std::exchange(o.plan, nullptr);
     pack = std::exchange(o.pack, nullptr);
+    keep = std::exchange(o.keep, {});
     workspace = o.workspace;
     pointers = o.pointers;
   }
@@ -208,6 +213,32 @@ std::array<void*, 3> CudnnNetwork::ConvPointers(int index, ConvPass pass) {
     case kConvBackwardFilter: return {src.value, dw, dy};
   }
   return {};
+}
+
+// Whether layer `index`'s input also feeds a later layer, whose backward pass (which runs
+// first) writes the input's gradient before this layer adds its own.
+bool CudnnNetwork::InputGradientAccumulates(int index) const {
+  const int in = model_.layers[index].inputs[0];
+  for (size_t j = index + 1; j < model_.layers.size(); ++j)
+    for (int k : model_.layers[j].inputs)
+      if (k == in) return true;
+  return false;
+}
+
+// Grows the workspace for a candidate plan; false, and the workspace as it was, where the
+// device has no room (a candidate must not end the build).
+bool CudnnNetwork::TryWorkspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return true;
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    return false;
+  }
+  PSB_CUDA(cudaStreamSynchronize(stream_));
+  cudaFree(workspace_);
+  workspace_ = p;
+  workspace_bytes_ = bytes;
+  return true;
 }
 
 // The legacy API's pass with the algorithm cudnnFind* chose (beta: accumulate into dx).
@@ -310,6 +341,7 @@ absl::StatusOr<std::pair<GraphConv, float>> CudnnNetwork::FastestPlan(int index,
   const std::array<void*, 3> pointers = ConvPointers(index, pass);
   GraphConv best;
   float best_ms = -1.f;
+  int64_t best_config = 0;
   int timed = 0;
   for (int64_t i = 0; i < count && timed < kMaxPlans; ++i) {
     if (!Allowed(raw[i], math_)) continue;
@@ -322,9 +354,8 @@ absl::StatusOr<std::pair<GraphConv, float>> CudnnNetwork::FastestPlan(int index,
         cudnnBackendFinalize(plan.d) != CUDNN_STATUS_SUCCESS ||
         cudnnBackendGetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
                                  &workspace) != CUDNN_STATUS_SUCCESS ||
-        workspace > kMaxGraphWorkspace)
+        workspace > kMaxGraphWorkspace || !TryWorkspace(static_cast<size_t>(workspace)))
       continue;
-    Workspace(static_cast<size_t>(workspace));
     Desc pack(VariantPack(pointers));
     if (!pack.d) continue;
     ++timed;
@@ -336,8 +367,12 @@ absl::StatusOr<std::pair<GraphConv, float>> CudnnNetwork::FastestPlan(int index,
     best.workspace = workspace;
     best.pointers = pointers;
     best_ms = ms;
+    best_config = i;
   }
   if (!best.plan) return absl::NotFoundError("no engine configuration built and ran");
+  // What the plan was made from lives as long as it does, as cudnn-frontend keeps it.
+  best.keep = {x.release(), w.release(), y.release(), conv.release(), op.release(), graph.release(),
+               configs[best_config]->release()};
   return std::make_pair(std::move(best), best_ms);
 }
 
@@ -349,13 +384,19 @@ void CudnnNetwork::TuneConvolutions() {
     description_ += ", convolutions: legacy API (PSBENCH_GPU_CONV)";
     return;
   }
-  int passes = 0, on_graph = 0;
+  int passes = 0, on_graph = 0, accumulating = 0;
   std::string refused;
   for (size_t i = 0; i < model_.layers.size(); ++i) {
     const Layer& layer = model_.layers[i];
     if (layer.kind != LayerKind::kConvolution) continue;
     for (ConvPass pass : {kConvForward, kConvBackwardData, kConvBackwardFilter}) {
       if (pass == kConvBackwardData && layer.inputs[0] == 0) continue;  // the images take no gradient
+      // Plans are built with beta 0: a data gradient that always adds to one already written
+      // (its input also feeds a later layer) always takes the legacy call.
+      if (pass == kConvBackwardData && InputGradientAccumulates(static_cast<int>(i))) {
+        ++accumulating;
+        continue;
+      }
       ++passes;
       const int index = static_cast<int>(i);
       const float legacy = TimeOnStream([&] { return LegacyConvolution(index, pass, 0.f) == CUDNN_STATUS_SUCCESS; });
@@ -374,10 +415,13 @@ void CudnnNetwork::TuneConvolutions() {
     for (GraphConv& g : node.graph) {
       if (!g.plan) continue;
       g.pack = VariantPack(g.pointers);
-      if (!g.pack) Fatal("cudnnBackendFinalize(variant pack)", "a variant pack that built while tuning did not");
+      if (g.pack) continue;
+      g = GraphConv();  // the legacy call, then
+      --on_graph;
     }
   }
   description_ += absl::StrCat(", convolutions: ", on_graph, " of ", passes, " passes on graph-API plans");
+  if (accumulating != 0) description_ += absl::StrCat(" (", accumulating, " accumulating data gradients on the legacy API)");
   if (!refused.empty()) description_ += absl::StrCat(" (first without a plan: ", refused, ")");
 }
 

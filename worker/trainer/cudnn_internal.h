@@ -79,6 +79,7 @@ struct GraphConv {
   cudnnBackendDescriptor_t pack = nullptr;
   int64_t workspace = 0;
   std::array<void*, 3> pointers{};
+  std::vector<cudnnBackendDescriptor_t> keep;  // what the plan was made from, destroyed after it
   GraphConv() = default;
   GraphConv(GraphConv&& o) noexcept { *this = std::move(o); }
   GraphConv& operator=(GraphConv&& o) noexcept;
@@ -184,6 +185,8 @@ class CudnnNetwork final : public Network {
   void RunConvolution(int index, ConvPass pass, float beta);
   cudnnBackendDescriptor_t VariantPack(const std::array<void*, 3>& pointers);
   float TimeOnStream(const std::function<bool()>& run);  // mean ms of a few runs; < 0: failed
+  bool TryWorkspace(size_t bytes);
+  bool InputGradientAccumulates(int index) const;
 
   Model model_;
   int batch_;
