@@ -152,7 +152,8 @@ class GrpcServer final : public Server {
       return api == GrpcApi::kCallback ? std::string("gRPC over TCP (callback API)") : std::string("gRPC over TCP");
     };
     data_plane.counters = [this] {
-      return control::DataCounters{counters_.rpcs.load(), counters_.bytes.load(), counters_.moved.Read()};
+      const DataCounts moved = counters_.moved.Read();
+      return control::DataCounters{counters_.rpcs.load(), moved.payload_bytes_received, moved};
     };
     if (options.grpc_api == GrpcApi::kCallback) {
       data_plane.callback_generic = &callback_service_;

@@ -25,8 +25,7 @@ using control::StartFromAnotherThread;
 using control::ToGrpc;
 
 struct Counters {
-  std::atomic<uint64_t> rpcs{0};
-  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> rpcs{0};  // payload bytes received: moved's payload_bytes_received
   int64_t corrupt_every = 0;
   std::atomic<int64_t> received{0};
   // The data plane's messages as gRPC handed them over and took them (all serving threads).

@@ -108,8 +108,7 @@ class Core {
   }
   void Count(uint64_t bytes) {
     rpcs_.fetch_add(1);
-    bytes_.fetch_add(bytes);
-    moved_->Received(bytes, bytes);
+    moved_->Received(bytes, bytes);  // GetInfo's bytes_received is its payload bytes
   }
   // Where echoes' and exchanges' answers are counted as they are handed back (an exchange's
   // perhaps after the server stopped).
@@ -138,9 +137,9 @@ class Core {
     info.transport = "loopback";
     info.data_plane = "memcpy in this process";
     info.rpcs_served = rpcs_.load();
-    info.bytes_received = bytes_.load();
     info.plane = "loopback";
     info.moved = moved_->Read();
+    info.bytes_received = info.moved.payload_bytes_received;
     std::lock_guard lock(mu_);
     info.sessions_lost = sessions_lost_;
     return info;
@@ -223,7 +222,7 @@ class Core {
   const std::string address_;
   std::shared_ptr<ExchangeHub> hub_;
   std::shared_ptr<BlockPool> pool_;
-  std::atomic<uint64_t> rpcs_{0}, bytes_{0};
+  std::atomic<uint64_t> rpcs_{0};
   std::shared_ptr<DataTally> moved_ = std::make_shared<DataTally>(DataTally::kManyWriters);
   std::atomic<int64_t> received_{0};
   std::mutex mu_;

@@ -327,8 +327,8 @@ class MpiClient final : public Client {
         ready_.pop_front();
         return c;
       }
-      int n = table_.Poll([this](PendingOp* o, int what, const MPI_Status& st, int error) {
-        OnDone(*o, static_cast<What>(what), st, error);
+      int n = table_.Poll([this](PendingOp* o, int what, const MPI_Status&, int error, int bytes) {
+        OnDone(*o, static_cast<What>(what), error, bytes);
       });
       if (table_.error() != MPI_SUCCESS) {
         return absl::InternalError(absl::StrCat("MPI_Testsome: ", MpiErrorText(table_.error())));
@@ -439,12 +439,10 @@ class MpiClient final : public Client {
     return o;
   }
 
-  void OnDone(PendingOp& o, What what, const MPI_Status& status, int error) {
+  void OnDone(PendingOp& o, What what, int error, int count) {
     --o.outstanding;
     if (error != MPI_SUCCESS && o.first_error == MPI_SUCCESS) o.first_error = error;
     if (error == MPI_SUCCESS && what != kSend) {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
       if (what == kAckReceive && o.eager && o.op == Op::kEcho) {
         AcceptEagerEcho(o, count);
       } else if (what == kAckReceive) {

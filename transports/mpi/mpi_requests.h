@@ -51,6 +51,56 @@ class RequestTable {
   DataTally& tally() { return tally_; }
   const DataTally& tally() const { return tally_; }
 
+  // Reaps finished requests: `done(owner, what, status, error, bytes)` for each, bytes what a
+  // receive brought (0 for a send or a failure). Returns how many.
+  template <typename Done>
+  int Poll(Done&& done) {
+    if (in_flight_ == 0) return 0;
+    int count = 0;
+    // Only up to the last slot in use: one request of thousands of buffers must not make
+    // every later poll test thousands of empty slots.
+    int rc = MPI_Testsome(static_cast<int>(scan_), requests_.data(), &count, indices_.data(),
+                          statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+      error_ = rc;  // MPI itself failed, not one request: the owner cannot go on
+      return 0;
+    }
+    if (count == MPI_UNDEFINED) return 0;
+    for (int k = 0; k < count; ++k) {
+      size_t slot = static_cast<size_t>(indices_[k]);
+      // Error fields are meaningful only when MPI says some request failed.
+      int error = rc == MPI_ERR_IN_STATUS ? statuses_[k].MPI_ERROR : rc;
+      Owner* owner = owners_[slot];
+      owners_[slot] = nullptr;
+      requests_[slot] = MPI_REQUEST_NULL;
+      free_.push(slot);
+      --in_flight_;
+      const int bytes = Tally(traffic_[slot], statuses_[k], error);
+      done(owner, whats_[slot], statuses_[k], error, bytes);
+    }
+    while (scan_ > 0 && requests_[scan_ - 1] == MPI_REQUEST_NULL) --scan_;
+    return count;
+  }
+
+  // Cancels every request still in flight and waits for each (a receive no peer will match:
+  // MPI_Finalize must not find it posted).
+  void CancelAll() {
+    for (size_t slot = 0; slot < requests_.size(); ++slot) {
+      if (requests_[slot] == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&requests_[slot]);
+      MPI_Wait(&requests_[slot], MPI_STATUS_IGNORE);
+      requests_[slot] = MPI_REQUEST_NULL;
+      owners_[slot] = nullptr;
+      free_.push(slot);
+      --in_flight_;
+    }
+    scan_ = 0;
+  }
+
+  size_t in_flight() const { return in_flight_; }
+  // MPI_SUCCESS, or the code of an MPI_Testsome that failed as a whole.
+  int error() const { return error_; }
+
  private:
   template <typename Start>
   int Add(Owner* owner, int what, Traffic traffic, Start& start) {
@@ -81,71 +131,19 @@ class RequestTable {
     return MPI_SUCCESS;
   }
 
- public:
-
-  // Reaps finished requests: `done(owner, what, status, error)` for each. Returns how many.
-  template <typename Done>
-  int Poll(Done&& done) {
-    if (in_flight_ == 0) return 0;
-    int count = 0;
-    // Only up to the last slot in use: one request of thousands of buffers must not make
-    // every later poll test thousands of empty slots.
-    int rc = MPI_Testsome(static_cast<int>(scan_), requests_.data(), &count, indices_.data(),
-                          statuses_.data());
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-      error_ = rc;  // MPI itself failed, not one request: the owner cannot go on
-      return 0;
-    }
-    if (count == MPI_UNDEFINED) return 0;
-    for (int k = 0; k < count; ++k) {
-      size_t slot = static_cast<size_t>(indices_[k]);
-      // Error fields are meaningful only when MPI says some request failed.
-      int error = rc == MPI_ERR_IN_STATUS ? statuses_[k].MPI_ERROR : rc;
-      Owner* owner = owners_[slot];
-      owners_[slot] = nullptr;
-      requests_[slot] = MPI_REQUEST_NULL;
-      free_.push(slot);
-      --in_flight_;
-      Tally(traffic_[slot], statuses_[k], error);
-      done(owner, whats_[slot], statuses_[k], error);
-    }
-    while (scan_ > 0 && requests_[scan_ - 1] == MPI_REQUEST_NULL) --scan_;
-    return count;
-  }
-
-  // Cancels every request still in flight and waits for each (a receive no peer will match:
-  // MPI_Finalize must not find it posted).
-  void CancelAll() {
-    for (size_t slot = 0; slot < requests_.size(); ++slot) {
-      if (requests_[slot] == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&requests_[slot]);
-      MPI_Wait(&requests_[slot], MPI_STATUS_IGNORE);
-      requests_[slot] = MPI_REQUEST_NULL;
-      owners_[slot] = nullptr;
-      free_.push(slot);
-      --in_flight_;
-    }
-    scan_ = 0;
-  }
-
-  size_t in_flight() const { return in_flight_; }
-  // MPI_SUCCESS, or the code of an MPI_Testsome that failed as a whole.
-  int error() const { return error_; }
-
- private:
-  void Tally(Traffic traffic, const MPI_Status& status, int error) {
-    if (error != MPI_SUCCESS) return;
+  // Counts a finished request (a cancelled one is reaped by CancelAll, never here); returns
+  // the bytes a receive brought.
+  int Tally(Traffic traffic, const MPI_Status& status, int error) {
+    if (error != MPI_SUCCESS) return 0;
     if (traffic == Traffic::kSend) {
       tally_.Completed();
-      return;
+      return 0;
     }
-    int cancelled = 0;
-    MPI_Test_cancelled(&status, &cancelled);
-    if (cancelled) return;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     const uint64_t bytes = count > 0 ? static_cast<uint64_t>(count) : 0;
     tally_.Received(bytes, traffic == Traffic::kPayloadReceive ? bytes : 0);
+    return count > 0 ? count : 0;
   }
 
   std::vector<MPI_Request> requests_;

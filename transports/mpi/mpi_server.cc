@@ -175,11 +175,11 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
       if (grace_end != absl::InfiniteFuture() && absl::Now() > grace_end) break;
       bool progressed = false;
       if (answers_pending_.load(std::memory_order_acquire)) progressed |= SendAnswers();
-      progressed |= table_.Poll([this](PsRequest* r, int what, const MPI_Status& st, int error) {
+      progressed |= table_.Poll([this](PsRequest* r, int what, const MPI_Status& st, int error, int bytes) {
                       switch (what) {
-                        case kHeaderMessage: return OnHeader(st, error);
-                        case kMetaMessage: return OnMeta(*r, st, error);
-                        default: return OnDone(*r, st, error);
+                        case kHeaderMessage: return OnHeader(st, error, bytes);
+                        case kMetaMessage: return OnMeta(*r, error, bytes);
+                        default: return OnDone(*r, error, bytes);
                       }
                     }) > 0;
       if (table_.error() != MPI_SUCCESS) {
@@ -226,14 +226,12 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   // A request header is in `header_`: take the request on, then post the receive again.
-  void OnHeader(const MPI_Status& status, int error) {
+  void OnHeader(const MPI_Status& status, int error, int count) {
     if (error != MPI_SUCCESS) {
       Fatal(status.MPI_SOURCE,
             absl::StrCat("receiving a request header (at most ", kMaxControlBytes,
                          " bytes): ", MpiErrorText(error)));
     }
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
     TakeHeader(status.MPI_SOURCE, std::as_bytes(std::span(header_).first(static_cast<size_t>(count))));
     PostHeaderReceive();
   }
@@ -283,10 +281,8 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
   }
 
   // A kMetaFollows request's metadata is in.
-  void OnMeta(PsRequest& r, const MPI_Status& status, int error) {
+  void OnMeta(PsRequest& r, int error, int count) {
     --r.outstanding;
-    int count = 0;
-    if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &count);
     if (error != MPI_SUCCESS || static_cast<size_t>(count) != r.meta_bytes.size()) {
       Fatal(r.source, absl::StrCat("receiving a request's metadata: ",
                                    error != MPI_SUCCESS ? MpiErrorText(error) : "too short"));
@@ -445,7 +441,7 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     }
   }
 
-  void OnDone(PsRequest& r, const MPI_Status& status, int error) {
+  void OnDone(PsRequest& r, int error, int count) {
     --r.outstanding;
     if (r.replied) {
       if (error != MPI_SUCCESS) {
@@ -458,8 +454,6 @@ class MpiServer final : public Server, public wire::PsMpi::Service {
     if (error != MPI_SUCCESS) {
       if (r.first_error == MPI_SUCCESS) r.first_error = error;
     } else {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
       r.received += static_cast<uint64_t>(count);
     }
     if (r.outstanding == 0) OnReceived(r);
