@@ -84,7 +84,8 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
 }
 
 // Runs `runs` one after the other, a table row per record as it comes; stops at the first
-// failure (a lost worker's survivors still print and are saved). Returns the exit status.
+// failure (records that stand, a lost worker's survivors' or those of a worker whose check
+// failed, still print and are saved). Returns the exit status.
 int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
   TablePrinter table;
   std::vector<TourRow> headlines;
@@ -96,7 +97,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     std::vector<Record> survivors;
     auto results = session.Run(s, plans, static_cast<int>(r), &survivors);
     if (!results.ok() && !survivors.empty()) {
-      // A lost worker fails the run; the others' records are still measurements.
+      // The run failed; these records are still measurements (and say what went wrong).
       for (const Record& rec : survivors) table.Print(rec);
       if (!json_path.empty()) {
         if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {

@@ -61,8 +61,10 @@ int RunTraining(Session& session, Scenario s) {
              TransportWithMode(s.transport, s.mode), settings->sync ? "synchronous" : "asynchronous",
              settings->steps, settings->warmup_steps, s.tls ? "on" : "off");
   RunStatus::Get().SetSteps(absl::StrCat("training ", settings->model), settings->warmup_steps, settings->steps);
-  auto results = session.Run(s, 1, 0);
+  std::vector<Record> kept;  // the records that stand if the run fails
+  auto results = session.Run(s, 1, 0, &kept);
   if (!results.ok()) {
+    if (!kept.empty()) SaveRecords(kProgram, session.json_path, kept);
     fmt::print(stderr, "{}: training: {}\n", kProgram, std::string(results.status().message()));
     return FailedRunExitCode(results.status());
   }
@@ -147,6 +149,23 @@ void PrintTimedReplays(const std::vector<Record>& records) {
   PrintSlowestTensors(records);
 }
 
+namespace {
+
+// One line per worker: what it checked and found, and what each PS had applied.
+void PrintUpdates(const std::vector<Record>& results) {
+  StreamingTable table(stdout, {{"#worker", 8}, {"steps", 8}, {"seconds", 10}, {"steps/s", 10}, {"MB/s", 10},
+                                {"elements", 12}, {"result", 8}, {"updates each PS had applied when read", 0}});
+  table.PrintHeader();
+  for (const Record& rec : results) {
+    table.PrintRow({std::to_string(rec.worker_index.value_or(0)), std::to_string(rec.steps.value_or(0)),
+                    fmt::format("{:.3f}", rec.seconds.value_or(0)), fmt::format("{:.1f}", rec.steps_per_s.value_or(0)),
+                    fmt::format("{:.1f}", rec.mb_per_s.value_or(0)), std::to_string(rec.elements_checked.value_or(0)),
+                    rec.result.value_or("?"), absl::StrJoin(rec.AppliedUpdates(), " ")});
+  }
+}
+
+}  // namespace
+
 // psbench run --benchmark=updates: the "no lost update" check (worker/updates_worker.h),
 // every worker to every PS. Prints one line per worker and what each PS applied; a worker
 // that finds a parameter that is not exact names it on stderr and the run exits 1.
@@ -175,20 +194,17 @@ int RunUpdates(Session& session, Scenario s) {
              settings->sync ? "synchronous" : "asynchronous", settings->steps,
              settings->timed ? " replayed as timed" : "", plans->front().Summary(), tensors, s.payload.seed,
              s.tls ? "on" : "off");
-  auto results = session.Run(s, 1, 0);
+  std::vector<Record> kept;  // the records that stand if the run fails: they say what each worker found
+  auto results = session.Run(s, 1, 0, &kept);
   if (!results.ok()) {
+    if (!kept.empty()) {
+      PrintUpdates(kept);
+      SaveRecords(kProgram, session.json_path, kept);
+    }
     fmt::print(stderr, "{}: updates: {}\n", kProgram, std::string(results.status().message()));
     return FailedRunExitCode(results.status());
   }
-  StreamingTable table(stdout, {{"#worker", 8}, {"steps", 8}, {"seconds", 10}, {"steps/s", 10}, {"MB/s", 10},
-                                {"elements", 12}, {"result", 8}, {"updates each PS had applied when read", 0}});
-  table.PrintHeader();
-  for (const Record& rec : *results) {
-    table.PrintRow({std::to_string(rec.worker_index.value_or(0)), std::to_string(rec.steps.value_or(0)),
-                    fmt::format("{:.3f}", rec.seconds.value_or(0)), fmt::format("{:.1f}", rec.steps_per_s.value_or(0)),
-                    fmt::format("{:.1f}", rec.mb_per_s.value_or(0)), std::to_string(rec.elements_checked.value_or(0)),
-                    rec.result.value_or("?"), absl::StrJoin(rec.AppliedUpdates(), " ")});
-  }
+  PrintUpdates(*results);
   if (settings->timed) PrintTimedReplays(*results);
   return SaveRecords(kProgram, session.json_path, *results);
 }

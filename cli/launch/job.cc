@@ -125,10 +125,10 @@ absl::StatusOr<std::vector<std::string>> AwaitPsAddresses(ProcessGroup& ps, int 
 class Gatherer {
  public:
   Gatherer(ProcessGroup& workers, ProcessGroup* ps, int first_worker, int num_workers,
-           int num_ps, absl::Duration budget, const Scenario& s, bool keep_survivors)
+           int num_ps, absl::Duration budget, const Scenario& s, size_t plans, bool keep_survivors)
       : workers_(workers), ps_(ps), first_(first_worker), num_workers_(num_workers),
-        num_ps_(num_ps), budget_(budget), deadline_(absl::Now() + budget), scenario_(s),
-        keep_survivors_(keep_survivors), records_(num_workers), pending_(num_workers) {}
+        num_ps_(num_ps), budget_(budget), deadline_(absl::Now() + budget), scenario_(s), plans_(plans),
+        keep_survivors_(keep_survivors), records_(num_workers), pending_(num_workers), finished_(num_workers) {}
 
   // Reads until every worker's stdout has closed, or the run fails.
   absl::Status Run() {
@@ -153,6 +153,8 @@ class Gatherer {
 
   // After Run: the first worker that failed while its PS kept serving the others.
   const absl::Status& lost() const { return lost_; }
+  // Whether worker w wrote every record it owes.
+  bool Complete(int w) const { return records_[w].size() == plans_ && pending_[w].empty(); }
   std::vector<std::vector<Record>>& records() { return records_; }
 
  private:
@@ -173,24 +175,37 @@ class Gatherer {
     }
   }
 
-  // A worker that exits non-zero while its PS serves on is lost: alone, or with no one to
-  // keep records for, that fails the run; else the others get as long as a measurement takes
-  // from here (one that lost its peer at a barrier would otherwise wait out its deadline).
+  // A worker that exits non-zero while its PS serves on is lost, unless it wrote every record
+  // it owes first (a check of its own failed: updates lost, a data plane that disagrees): it
+  // finished, and the run's end judges its status. A lost worker alone, or with no one to
+  // keep records for, fails the run; else the others get as long as a measurement takes from
+  // here (one that lost its peer at a barrier would otherwise wait out its deadline).
   void CheckWorkers() {
     if (!lost_.ok() || !failure_.ok()) return;
+    std::vector<std::pair<int, int>> ended;  // (worker, status): non-zero, not yet judged
     for (int w = 0; w < num_workers_; ++w) {
+      if (finished_[w]) continue;
       auto st = workers_.MemberStatus(first_ + w);
-      if (!st || *st == 0) continue;
-      absl::SleepFor(absl::Milliseconds(200));  // a PS going down is reaped, and named, first
-      CheckPs();
-      if (!failure_.ok()) return;
+      if (st && *st != 0) ended.emplace_back(w, *st);
+    }
+    if (ended.empty()) return;
+    absl::SleepFor(absl::Milliseconds(200));  // a PS going down is reaped, and named, first
+    CheckPs();
+    if (!failure_.ok()) return;
+    const absl::Time measured = absl::Now() + scenario_.warmup + scenario_.duration + absl::Seconds(10);
+    for (const auto& [w, st] : ended) {
       AwaitLastWords(first_ + w);
-      lost_ = MemberFailure(workers_, first_ + w, *st);
+      if (st != kExitUsage && Complete(w)) {
+        finished_[w] = true;
+        if (scenario_.iterations <= 0) deadline_ = std::min(deadline_, measured);
+        continue;
+      }
+      lost_ = MemberFailure(workers_, first_ + w, st);
       // Bad input is no lost worker: the others have the same input.
-      if (num_workers_ == 1 || !keep_survivors_ || *st == kExitUsage) {
+      if (num_workers_ == 1 || !keep_survivors_ || st == kExitUsage) {
         failure_ = lost_;
       } else if (scenario_.iterations <= 0) {
-        deadline_ = std::min(deadline_, absl::Now() + scenario_.warmup + scenario_.duration + absl::Seconds(10));
+        deadline_ = std::min(deadline_, measured);
       }
       return;
     }
@@ -268,9 +283,11 @@ class Gatherer {
   const absl::Duration budget_;
   absl::Time deadline_;
   const Scenario& scenario_;
+  const size_t plans_;  // the records each worker owes
   const bool keep_survivors_;
   std::vector<std::vector<Record>> records_;
   std::vector<std::string> pending_;
+  std::vector<bool> finished_;  // exited non-zero with every record written
   absl::Status failure_, lost_;
 };
 
@@ -399,8 +416,11 @@ absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptio
 
   // --- gather ---
   RunStatus::Get().Start(s, plan.num_ps, plan.num_workers);
-  Gatherer gather(*workers, ps.get(), first_worker, plan.num_workers, plan.num_ps, budget, s,
-                  survivors != nullptr);
+  // Training and the updates check end at the first lost worker (a synchronous step would
+  // wait for it); their records that stand are kept all the same.
+  const bool survivors_go_on = survivors != nullptr && !o.training && s.benchmark != Benchmark::kUpdates;
+  Gatherer gather(*workers, ps.get(), first_worker, plan.num_workers, plan.num_ps, budget, s, plans,
+                  survivors_go_on);
   absl::Status failure = gather.Run();
   RunStatus::Get().Stop();
 
@@ -424,28 +444,43 @@ absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptio
       failure = GroupFailure(*ps, st, "the PS", " at shutdown");
     }
   }
-  if (!failure.ok()) return failure;
   std::vector<std::string> names;
   for (int w = 0; w < plan.num_workers; ++w) names.push_back(workers->MemberName(first_worker + w));
-  if (!gather.lost().ok()) {
-    // The workers that finished wrote valid records of their own; keep them.
+  // Records that stand although the run failed go to *survivors, per worker (no totals).
+  auto keep = [&](auto&& wanted) {
     std::vector<std::vector<Record>> kept;
     std::vector<std::string> kept_names;
     for (int w = 0; w < plan.num_workers; ++w) {
-      if (workers->MemberStatus(first_worker + w) == 0) {
-        kept.push_back(std::move(gather.records()[w]));
-        kept_names.push_back(names[w]);
-      }
+      if (!wanted(w)) continue;
+      kept.push_back(std::move(gather.records()[w]));
+      kept_names.push_back(names[w]);
     }
-    size_t finished = kept.size();
-    if (!kept.empty() && survivors != nullptr) {
-      auto records = MergeWorkerRecords(std::move(kept), plans, /*aggregate=*/false, kept_names);
-      if (records.ok()) {
-        Stamp(*records, o, placement);
-        *survivors = *std::move(records);
-      }
+    const size_t count = kept.size();
+    if (count == 0 || survivors == nullptr) return count;
+    auto records = MergeWorkerRecords(std::move(kept), plans, /*aggregate=*/false, kept_names);
+    if (records.ok()) {
+      Stamp(*records, o, placement);
+      *survivors = *std::move(records);
     }
-    return absl::InternalError(absl::StrCat(gather.lost().message(), "; ", finished, " of ",
+    return count;
+  };
+  if (!failure.ok()) {
+    // A worker that ended non-zero after writing every record it owed measured all the same
+    // (a check that failed: updates lost, a data plane that disagrees): its record says why.
+    keep([&](int w) { return gather.Complete(w); });
+    return failure;
+  }
+  if (!gather.lost().ok()) {
+    // The workers that wrote every record they owed measured: keep their records (which say
+    // a peer was lost), a failed check's too, and name those checks.
+    std::string checks;
+    for (int w = 0; w < plan.num_workers; ++w) {
+      auto st = workers->MemberStatus(first_worker + w);
+      if (st && *st != 0 && gather.Complete(w))
+        absl::StrAppend(&checks, "; ", MemberFailure(*workers, first_worker + w, *st).message());
+    }
+    const size_t finished = keep([&](int w) { return gather.Complete(w); });
+    return absl::InternalError(absl::StrCat(gather.lost().message(), checks, "; ", finished, " of ",
                                             plan.num_workers,
                                             " workers finished, their records (which say a peer "
                                             "was lost) are kept"));

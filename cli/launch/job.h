@@ -49,7 +49,10 @@ absl::Duration JobBudget(const LaunchOptions& o, const Scenario& s, size_t plans
 // bandwidth are point to point (1 PS, 1 worker). A worker that fails fails the run; where
 // the launcher starts members as processes of their own (local, ssh), the others go on to
 // the end of their measurement, and their records, which say a peer was lost, go to
-// *survivors (when given).
+// *survivors (when given). Whenever the run fails, every worker's records go there that
+// wrote one per plan (one that exited 1 on a failed check of its own too, which is no lost
+// worker). With survivors, the others go on after a lost worker except in training and
+// updates runs, which end at the first.
 absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptions& o,
                                                    Scenario s, size_t plans, int run_number,
                                                    bool aggregate,

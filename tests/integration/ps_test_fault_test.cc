@@ -2,11 +2,13 @@
 // (PSBENCH_TEST_PS_FAULT) drops one update of one tensor, applies it twice, or applies it to
 // the wrong tensor, while accounting for it as a correct store would. Over grpc, 2 PS (one
 // faulty), 2 workers, sync and async, both wire modes: every worker exits 1 with one line
-// naming the PS, the tensor, and the worker and step of the update that went wrong. The
-// fault is refused when malformed, and no flag reaches it.
+// naming the PS, the tensor, and the worker and step of the update that went wrong; under
+// psbench run their records are kept. The fault is refused when malformed, and no flag
+// reaches it.
 #include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +86,27 @@ INSTANTIATE_TEST_SUITE_P(
       return kind + (std::get<1>(info.param) ? "_sync_" : "_async_") +
              (std::get<2>(info.param) == "serialized" ? "serialized" : "nonserialized");
     });
+
+// psbench run keeps the records of workers that exited 1 on a failed check: the mismatch
+// is a measurement, and each record says where the update went missing.
+class PsTestFaultRunTest : public IntegrationTest {};
+
+TEST_F(PsTestFaultRunTest, PsbenchRunKeepsTheRecordsOfWorkersWhoseCheckFailed) {
+  TempDir tmp;
+  const std::string json = tmp.File("run.jsonl");
+  RunResult r = RunCommand(Concat({"/usr/bin/env", "PSBENCH_TEST_PS_FAULT=drop:1:3:0"},
+                                  RunArgv({"--benchmark=updates", "--sync", "--num-ps=1", "--num-workers=2",
+                                           "--steps=" + std::to_string(kSteps), "--json=" + json})),
+                           seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("updates lost or wrong"), std::string::npos) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 2u) << "one record per worker, no total\n" << r.Describe();
+  for (const Json& rec : records) {
+    EXPECT_EQ(rec["result"], "mismatch") << rec.dump();
+    EXPECT_EQ(rec["explained"][0]["updates"][0], Json({{"worker", 1}, {"step", 3}})) << rec.dump();
+  }
+}
 
 class PsTestFaultArmingTest : public IntegrationTest {};
 
