@@ -191,7 +191,6 @@ GraphConv& GraphConv::operator=(GraphConv&& o) noexcept {
     plan = std::exchange(o.plan, nullptr);
     pack = std::exchange(o.pack, nullptr);
     keep = std::exchange(o.keep, {});
-    workspace = o.workspace;
     pointers = o.pointers;
   }
   return *this;
@@ -364,7 +363,6 @@ absl::StatusOr<std::pair<GraphConv, float>> CudnnNetwork::FastestPlan(int index,
     if (ms < 0 || (best_ms >= 0 && ms >= best_ms)) continue;
     best = GraphConv();
     best.plan = plan.release();
-    best.workspace = workspace;
     best.pointers = pointers;
     best_ms = ms;
     best_config = i;

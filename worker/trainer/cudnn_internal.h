@@ -77,7 +77,6 @@ enum ConvPass { kConvForward = 0, kConvBackwardData = 1, kConvBackwardFilter = 2
 struct GraphConv {
   cudnnBackendDescriptor_t plan = nullptr;
   cudnnBackendDescriptor_t pack = nullptr;
-  int64_t workspace = 0;
   std::array<void*, 3> pointers{};
   std::vector<cudnnBackendDescriptor_t> keep;  // what the plan was made from, destroyed after it
   GraphConv() = default;
