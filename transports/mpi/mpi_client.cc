@@ -13,16 +13,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "psbench.grpc.pb.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
-#include "transports/control/channel.h"
 #include "transports/control/control_client.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
 #include "transports/mpi/mpi_requests.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/mpi/mpi_wire.h"
+#include "transports/mpi/ps_rank.h"
 
 namespace psbench::mpi {
 namespace {
@@ -127,7 +126,7 @@ class MpiClient final : public Client {
             "PS ", servers[i], " serves --transport=", info->transport,
             ", not grpc+mpi (start it with --transport=grpc+mpi, in the same mpirun)"));
       }
-      auto rank = Hello(servers[i]);
+      auto rank = AskPsRank(*job_, servers[i], options_.tls, options_.connect_timeout);
       if (!rank.ok()) return rank.status();
       if (!seen.insert(*rank).second) {
         return absl::InvalidArgumentError(
@@ -211,7 +210,7 @@ class MpiClient final : public Client {
     o->reply_reg = nullptr;
     o->server = server;
     o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
-    o->deadline = absl::Now() + options_.rpc_timeout;
+    clock_.Started(o);
     o->first_error = MPI_SUCCESS;
     o->post_error = MPI_SUCCESS;
     o->expired = false;
@@ -281,7 +280,7 @@ class MpiClient final : public Client {
     o->reply_reg = rep;
     o->server = server;
     o->data_tag = kFirstDataTag + static_cast<int>(p.next_request++ % job_->data_tag_span());
-    o->deadline = absl::Now() + options_.rpc_timeout;
+    clock_.Started(o);
     o->first_error = MPI_SUCCESS;
     o->post_error = MPI_SUCCESS;
     o->expired = false;
@@ -333,16 +332,21 @@ class MpiClient final : public Client {
       if (table_.error() != MPI_SUCCESS) {
         return absl::InternalError(absl::StrCat("MPI_Testsome: ", MpiErrorText(table_.error())));
       }
-      absl::Time now = absl::Now();
       if (n > 0) {
         backoff_.Progressed();
         // Steady traffic from one PS must not hide that another stopped answering.
-        if (now - last_expiry_check_ > absl::Milliseconds(100)) ExpireOps(now);
+        if (clock_.Due(/*progressed=*/true)) {
+          const absl::Time now = clock_.Read();
+          if (now - last_expiry_check_ > absl::Milliseconds(100)) ExpireOps(now);
+        }
         continue;
       }
-      if (now - last_expiry_check_ > absl::Milliseconds(1)) ExpireOps(now);
-      if (!ready_.empty()) continue;
-      if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
+      if (clock_.Due(/*progressed=*/false)) {
+        const absl::Time now = clock_.Read();
+        if (now - last_expiry_check_ > absl::Milliseconds(1)) ExpireOps(now);
+        if (!ready_.empty()) continue;
+        if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
+      }
       backoff_.Idle();
     }
   }
@@ -356,34 +360,6 @@ class MpiClient final : public Client {
   }
 
  private:
-  // Asks a PS which rank it is, and checks that it is one of this job's PS.
-  absl::StatusOr<int> Hello(const std::string& address) {
-    auto stub = wire::PsMpi::NewStub(control::MakeChannel(address, options_.tls));
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
-    wire::MpiHello request;
-    request.set_job_id(job_->job_id());
-    request.set_worker_rank(job_->rank());
-    wire::MpiHelloReply reply;
-    grpc::Status status = stub->Hello(&context, request, &reply);
-    if (!status.ok()) {
-      // It answered GetInfo a moment ago: a PS lost since, a runtime failure.
-      return absl::AbortedError(
-          absl::StrCat("PS ", address, ": MPI rank lookup failed: ", status.error_message()));
-    }
-    if (reply.job_id() != job_->job_id()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "PS ", address, " is a rank of another MPI job (", reply.job_id(), ", this one is ",
-          job_->job_id(), "): grpc+mpi PS and workers must be ranks of one mpirun"));
-    }
-    int rank = reply.ps_rank();
-    if (rank < 0 || rank >= job_->size() || job_->ranks()[rank].role != Role::kPs) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("PS ", address, " says it is MPI rank ", rank, ", not a PS rank of this job"));
-    }
-    return rank;
-  }
-
   const Registered* Lookup(int payload) const {
     return payload >= 0 && static_cast<size_t>(payload) < registered_.size()
                ? registered_[payload].get()
@@ -584,6 +560,7 @@ class MpiClient final : public Client {
   std::deque<Completion> ready_;
   std::vector<uint64_t> checksums_;
   IdleBackoff backoff_{options_.busy_poll};
+  PollClock<PendingOp> clock_{options_.rpc_timeout};
   absl::Time last_expiry_check_ = absl::InfinitePast();
 };
 

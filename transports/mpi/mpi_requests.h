@@ -217,6 +217,42 @@ class IdleBackoff {
   absl::Time idle_since_ = absl::InfinitePast();
 };
 
+// The clock of a polling loop, read seldom: absl::Now() costs about 50 ns on a VM, a twentieth
+// of a small round trip over shared memory, and the loop used to read it at every poll and at
+// every request it started (32 B round trip over grpc+mpi: 0.71 us with, 0.65 us without).
+// A request started gets its deadline (`deadline`: timeout after the read) at the next read,
+// which comes within kIdlePollsPerRead polls that found nothing (so a wait's own deadline is
+// seen a few polls late at most) or kBusyPollsPerRead polls that found work.
+template <typename Op>
+class PollClock {
+ public:
+  explicit PollClock(absl::Duration timeout) : timeout_(timeout) {}
+
+  // `op` was just started: its deadline comes with the next Read.
+  void Started(Op* op) {
+    op->deadline = absl::InfiniteFuture();
+    unarmed_.push_back(op);
+  }
+  // Whether the poll that just ran, which found work or not, is one to read the clock after.
+  bool Due(bool progressed) {
+    return progressed ? ++busy_polls_ % kBusyPollsPerRead == 0 : ++idle_polls_ % kIdlePollsPerRead == 0;
+  }
+  absl::Time Read() {
+    const absl::Time now = absl::Now();
+    for (Op* op : unarmed_) op->deadline = now + timeout_;
+    unarmed_.clear();
+    return now;
+  }
+
+ private:
+  static constexpr uint32_t kIdlePollsPerRead = 4;
+  static constexpr uint32_t kBusyPollsPerRead = 64;
+  absl::Duration timeout_;
+  std::vector<Op*> unarmed_;
+  uint32_t idle_polls_ = 0;
+  uint32_t busy_polls_ = 0;
+};
+
 }  // namespace psbench::mpi
 
 #endif  // PSBENCH_TRANSPORTS_MPI_MPI_REQUESTS_H_
