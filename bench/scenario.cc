@@ -1,17 +1,14 @@
 #include "bench/scenario.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-
-#include "transports/rdma_flags.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/memory_limit.h"
 #include "inputs/address.h"
 #include "payloads/json_int.h"
 #include "payloads/size.h"
-
+#include "transports/rdma_flags.h"
 
 namespace psbench {
 
@@ -58,13 +55,6 @@ absl::Status CheckSweep(uint64_t lo, uint64_t hi) {
 namespace {
 
 // Half of this host's memory: what a worker's payloads may take unless told otherwise.
-uint64_t DefaultPayloadMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
-}
-
 absl::Status CheckLoad(const Scenario& s) {
   if (!s.load.open() && !s.load_sweep) return absl::OkStatus();
   if (s.benchmark != Benchmark::kLatency && s.benchmark != Benchmark::kThroughput) {
@@ -128,14 +118,23 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   // and frees them after: a small trace can name gigabytes.
   uint64_t peak = 0;
   for (const PayloadPlan& plan : plans) peak = std::max(peak, plan.TotalBytes());
-  const uint64_t budget = max_payload_memory > 0 ? max_payload_memory : DefaultPayloadMemory();
+  // By default half of what this process may use: the host's memory, or its cgroup's limit.
+  std::string why;
+  uint64_t budget = max_payload_memory;
+  if (budget == 0) {
+    const MemoryLimit limit = ProcessMemoryLimit();
+    budget = limit.bytes / 2;
+    why = limit.source == "host"
+              ? " (half of this host's memory)"
+              : absl::StrCat(" (half of this process's memory limit, ", FormatSize(limit.bytes), " in ",
+                             limit.source, ")");
+  }
   if (peak > budget) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the payloads to send take ", FormatSize(peak), " of memory at once (",
         plans.size() == 1 ? absl::StrCat(plans[0].payloads.size(), " payloads")
                           : "the largest size",
-        "), over --max-payload-memory=", FormatSize(budget),
-        max_payload_memory > 0 ? "" : " (half of this host's memory)",
+        "), over --max-payload-memory=", FormatSize(budget), why,
         "; raise it or send fewer bytes"));
   }
   return plans;

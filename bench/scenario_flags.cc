@@ -53,7 +53,8 @@ ABSL_FLAG(psbench::ByteSize, max_input_size, psbench::ByteSize{psbench::kDefault
           "refused before they are read");
 ABSL_FLAG(psbench::ByteSize, max_payload_memory, psbench::ByteSize{0},
           "most memory a worker's payloads may take together, checked before any is allocated "
-          "(default: half of the host's memory)");
+          "(default: half of what this process may use: the host's memory, or its cgroup's "
+          "memory limit where one is lower)");
 
 namespace psbench {
 

@@ -1,5 +1,6 @@
 #include "bench/sysinfo.h"
 
+#include "bench/memory_limit.h"
 #include "bench/process/alloc_policy.h"
 #include "bench/process/mutex_policy.h"
 
@@ -179,6 +180,14 @@ static std::string CpuModel() {
   return "unknown";
 }
 
+namespace {
+// The host's memory and what this process may use of it (a cgroup's limit, where one binds).
+nlohmann::json MemoryJson() {
+  const MemoryLimit limit = ProcessMemoryLimit();
+  return {{"host_bytes", limit.host_bytes}, {"limit_bytes", limit.bytes}, {"limit_source", limit.source}};
+}
+}  // namespace
+
 nlohmann::json Environment() {
   utsname u{};
   uname(&u);
@@ -194,6 +203,7 @@ nlohmann::json Environment() {
         {"compiler", absl::StrCat("g++ ", __VERSION__)}}},
       {"allocator", AllocatorPolicy()},
       {"mutex_deadlock_detection", MutexDeadlockDetection()},
+      {"memory", MemoryJson()},
   };
 }
 
