@@ -68,12 +68,17 @@ std::optional<Table> TimingTable(const std::vector<const Record*>& timing) {
                "layout", "batch", "threads", "forward images/s", "fwd+bwd images/s", "fwd+bwd % of peak"};
   for (const Record* rec : timing) {
     const Record& r = *rec;
-    auto fwd = r.forward ? r.forward->images_per_s : std::nullopt;
-    auto train = r.forward_backward ? r.forward_backward->images_per_s : std::nullopt;
-    auto peak = r.forward_backward ? r.forward_backward->fraction_of_peak : std::nullopt;
+    // A missing pass or figure prints as "-".
+    auto figure = [](const std::optional<double>& v, double scale, int digits) {
+      return v ? Fixed(scale * *v, digits) : std::string("-");
+    };
+    const StepStats none;
+    const StepStats& fwd = r.forward ? *r.forward : none;
+    const StepStats& train = r.forward_backward ? *r.forward_backward : none;
     t.rows.push_back({r.EnvironmentText("host"), r.model.value_or(""), r.engine.value_or(""), r.math.value_or("fp32"),
                       r.layout.value_or("-"), std::to_string(r.batch.value_or(0)), std::to_string(r.threads.value_or(0)),
-                      fwd ? Fixed(*fwd, 2) : "-", train ? Fixed(*train, 2) : "-", peak ? Fixed(100 * *peak, 1) : "-"});
+                      figure(fwd.images_per_s, 1, 2), figure(train.images_per_s, 1, 2),
+                      figure(train.fraction_of_peak, 100, 1)});
   }
   return t;
 }

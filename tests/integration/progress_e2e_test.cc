@@ -50,7 +50,7 @@ TEST_F(ProgressTest, TrainingShowsItsSteps) {
   PtyResult r = RunOnPty(RunArgv({"--trainer=tiny", "--batch=64", "--steps=150"}), seconds(90));
   ASSERT_FALSE(r.timed_out) << r.out;
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_THAT(r.out, ::testing::ContainsRegex("\rtraining tiny \| measure \| [0-9]+ s elapsed, ~[0-9]+ s left"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\rtraining tiny \\| measure \\| [0-9]+ s elapsed, ~[0-9]+ s left"));
   for (const std::string& line : VisibleLines(r.out)) EXPECT_THAT(line, Not(HasSubstr("elapsed"))) << r.out;
 #endif
 }
