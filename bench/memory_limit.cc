@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -21,9 +22,11 @@ constexpr size_t kMaxFileBytes = 1 << 20;
 bool ReadSmallFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
-  out->assign(kMaxFileBytes, '\0');
-  in.read(out->data(), static_cast<std::streamsize>(out->size()));
-  out->resize(static_cast<size_t>(in.gcount()));
+  out->clear();
+  char chunk[4096];
+  while (out->size() < kMaxFileBytes && in.read(chunk, sizeof chunk).gcount() > 0) {
+    out->append(chunk, static_cast<size_t>(in.gcount()));
+  }
   return true;
 }
 
@@ -41,21 +44,40 @@ struct Mount {
   std::string root;
 };
 
+// mountinfo escapes a space, tab, newline and backslash in a path as \ooo (octal).
+std::string Unescape(absl::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        field.substr(i + 1, 3).find_first_not_of("01234567") == absl::string_view::npos) {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
 // mountinfo: "id parent major:minor root point options [optional...] - fstype source super".
-// The cgroup2 mount, and the cgroup (v1) mount whose super options name the memory controller.
-void FindMounts(const std::string& mountinfo, Mount* v2, Mount* v1_memory) {
+// Every cgroup2 mount, and every cgroup (v1) mount whose super options name the memory
+// controller.
+void FindMounts(const std::string& mountinfo, std::vector<Mount>* v2, std::vector<Mount>* v1_memory) {
   for (absl::string_view line : absl::StrSplit(mountinfo, '\n')) {
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
     size_t dash = 0;
     while (dash < f.size() && f[dash] != "-") ++dash;
-    if (dash < 6 || dash + 3 > f.size()) continue;
+    if (dash < 6 || dash + 4 > f.size()) continue;  // a line cut short, or not one
     const absl::string_view type = f[dash + 1];
-    Mount m{std::string(f[4]), std::string(f[3])};
-    if (type == "cgroup2" && v2->point.empty()) {
-      *v2 = std::move(m);
-    } else if (type == "cgroup" && v1_memory->point.empty()) {
+    Mount m{Unescape(f[4]), Unescape(f[3])};
+    if (type == "cgroup2") {
+      v2->push_back(std::move(m));
+    } else if (type == "cgroup") {
       for (absl::string_view option : absl::StrSplit(f[dash + 3], ',')) {
-        if (option == "memory") *v1_memory = std::move(m);
+        if (option == "memory") {
+          v1_memory->push_back(std::move(m));
+          break;
+        }
       }
     }
   }
@@ -68,6 +90,18 @@ std::string CgroupDir(const Mount& mount, absl::string_view path) {
   if (!rest.empty() && rest.front() != '/') return "";
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   return absl::StrCat(mount.point, rest);
+}
+
+// Of the mounts that hold `path` (a hierarchy may be mounted more than once), the one
+// mounting the highest cgroup: it shows the most of the path's ancestors, whose limits bind
+// too. Null when none holds it.
+const Mount* MountOf(const std::vector<Mount>& mounts, absl::string_view path) {
+  const Mount* best = nullptr;
+  for (const Mount& m : mounts) {
+    if (CgroupDir(m, path).empty()) continue;
+    if (best == nullptr || m.root.size() < best->root.size()) best = &m;
+  }
+  return best;
 }
 
 // The smallest limit in `file` of the cgroup at `dir` and of those above it up to the mount
@@ -93,10 +127,7 @@ void Walk(const std::string& root, const Mount& mount, std::string dir, const ch
   }
 }
 
-}  // namespace
-
-MemoryLimit ProcessMemoryLimit(const std::string& root_in, uint64_t host_bytes) {
-  const std::string root = root_in == "/" ? "" : root_in;
+MemoryLimit ReadMemoryLimit(const std::string& root, uint64_t host_bytes) {
   MemoryLimit out;
   out.host_bytes = host_bytes > 0 ? host_bytes : HostBytes();
   out.bytes = out.host_bytes;
@@ -106,28 +137,38 @@ MemoryLimit ProcessMemoryLimit(const std::string& root_in, uint64_t host_bytes) 
       !ReadSmallFile(root + "/proc/self/mountinfo", &mountinfo)) {
     return out;
   }
-  Mount v2, v1;
+  std::vector<Mount> v2, v1;
   FindMounts(mountinfo, &v2, &v1);
   // "hierarchy-id:controllers:path": "0::/path" for v2, "4:memory:/path" for v1's memory.
   for (absl::string_view line : absl::StrSplit(cgroups, '\n')) {
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (f.size() != 3 || f[2].empty() || f[2].front() != '/') continue;
+    // A cgroup outside this namespace's view ("/../x"): nothing under the mount to read.
+    if (absl::StrContains(absl::StrCat(f[2], "/"), "/../")) continue;
     const bool is_v2 = f[0] == "0" && f[1].empty();
     bool is_memory = false;
     for (absl::string_view c : absl::StrSplit(f[1], ',')) is_memory |= c == "memory";
-    const Mount& mount = is_v2 ? v2 : v1;
-    if ((!is_v2 && !is_memory) || mount.point.empty()) continue;
-    const std::string dir = CgroupDir(mount, f[2]);
-    if (dir.empty()) continue;
+    if (!is_v2 && !is_memory) continue;
+    const Mount* mount = MountOf(is_v2 ? v2 : v1, f[2]);
+    if (mount == nullptr) continue;
     std::string where;
     uint64_t limit = out.bytes;
-    Walk(root, mount, dir, is_v2 ? "memory.max" : "memory.limit_in_bytes", &limit, &where);
+    Walk(root, *mount, CgroupDir(*mount, f[2]), is_v2 ? "memory.max" : "memory.limit_in_bytes", &limit, &where);
     if (limit < out.bytes) {
       out.bytes = limit;
       out.source = absl::StrCat(is_v2 ? "cgroup v2 " : "cgroup v1 memory ", where);
     }
   }
   return out;
+}
+
+}  // namespace
+
+MemoryLimit ProcessMemoryLimit(const std::string& root, uint64_t host_bytes) {
+  if (root != "/" || host_bytes != 0) return ReadMemoryLimit(root, host_bytes);
+  // This process's own: read once (every Plans() call asks, a fuzz target millions of times).
+  static const MemoryLimit kOwn = ReadMemoryLimit("", 0);
+  return kOwn;
 }
 
 }  // namespace psbench

@@ -21,7 +21,8 @@ struct MemoryLimit {
 // Reads /proc/self/cgroup and /proc/self/mountinfo under `root` ("/" on a real system; a
 // test points it at a tree of its own) and the limit files of this process's cgroup and of
 // every cgroup above it, v2 (memory.max) and v1 (memory.limit_in_bytes) alike. What cannot be
-// read or parsed is no limit: the host's memory then stands.
+// read or parsed is no limit: the host's memory then stands. This process's own (the
+// defaults) is read once and kept.
 MemoryLimit ProcessMemoryLimit(const std::string& root = "/", uint64_t host_bytes = 0);
 
 }  // namespace psbench

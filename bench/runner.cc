@@ -63,8 +63,10 @@ class Loop {
       ++in_flight;
     }
     uint64_t last = start;
-    // Next's deadline runs from the last completion, on the loop's own clock reads: absl::Now()
-    // costs about 50 ns a call on a VM, a tenth of a small message's time over shared memory.
+    // Next's deadline runs from the last completion, on the loop's own steady-clock reads
+    // (absl::Now() costs about 55 ns a call on a VM, a tenth of a small message's time in a
+    // window over shared memory); a wall-clock step during the phase moves it by as much,
+    // which a patience of rpc_timeout + 10 s absorbs.
     const absl::Duration patience = s_.rpc_timeout + absl::Seconds(10);
     absl::Time deadline = absl::Now() + patience;
     while (in_flight > 0) {

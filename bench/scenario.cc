@@ -54,7 +54,6 @@ absl::Status CheckSweep(uint64_t lo, uint64_t hi) {
 
 namespace {
 
-// Half of this host's memory: what a worker's payloads may take unless told otherwise.
 absl::Status CheckLoad(const Scenario& s) {
   if (!s.load.open() && !s.load_sweep) return absl::OkStatus();
   if (s.benchmark != Benchmark::kLatency && s.benchmark != Benchmark::kThroughput) {
@@ -102,7 +101,7 @@ absl::Status LoadFromJson(const nlohmann::json& j, Scenario* s) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
+absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans(PayloadMemoryCheck check) const {
   std::vector<PayloadPlan> plans;
   if (sweep) {
     for (uint64_t size = sweep->first;; size *= 2) {
@@ -121,6 +120,7 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans() const {
   // By default half of what this process may use: the host's memory, or its cgroup's limit.
   std::string why;
   uint64_t budget = max_payload_memory;
+  if (budget == 0 && check == PayloadMemoryCheck::kExplicitOnly) return plans;
   if (budget == 0) {
     const MemoryLimit limit = ProcessMemoryLimit();
     budget = limit.bytes / 2;

@@ -69,14 +69,18 @@ struct Scenario {
   absl::Duration rpc_timeout = absl::Seconds(60);
 
   // What the inputs may cost, checked before anything is allocated: the size of a trace file,
-  // and the bytes of the payloads of one plan, which a worker holds at once (0: half of the
-  // memory of the host resolving the plans).
+  // and the bytes of the payloads of one plan, which a worker holds at once (0: the default,
+  // at Plans()).
   uint64_t max_input_size = kDefaultMaxInputBytes;
   uint64_t max_payload_memory = 0;
 
   // The payload plans this scenario measures, one result row each. INVALID_ARGUMENT when one
-  // plan's payloads together exceed max_payload_memory.
-  absl::StatusOr<std::vector<PayloadPlan>> Plans() const;
+  // plan's payloads together exceed max_payload_memory, by default half of what this process
+  // may use (the host's memory, or its cgroup's limit). A launcher whose workers run on other
+  // hosts checks an explicit max_payload_memory only (kExplicitOnly): each worker checks the
+  // default on its own host, inside its own cgroup.
+  enum class PayloadMemoryCheck { kThisProcess, kExplicitOnly };
+  absl::StatusOr<std::vector<PayloadPlan>> Plans(PayloadMemoryCheck check = PayloadMemoryCheck::kThisProcess) const;
 };
 
 // Cross-field checks; errors name the flag ("--window must be at least 1").

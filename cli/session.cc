@@ -43,7 +43,8 @@ void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& la
 // plan is resolved now, so a bad trace fails before any process starts.
 std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
                                                      const std::vector<CompareEntry>& compare,
-                                                     uint64_t ps_max_message_bytes, size_t num_ps) {
+                                                     uint64_t ps_max_message_bytes, size_t num_ps,
+                                                     Scenario::PayloadMemoryCheck memory_check) {
   std::vector<Benchmark> benchmarks = {base.benchmark};
   std::vector<Scheme> schemes = {base.payload.scheme};
   if (tour) {
@@ -70,7 +71,7 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
           Die(kProgram, absl::StrCat(e.label, ": ", std::string(st.message())), kExitUsage);
         }
       }
-      auto plans = s.Plans();
+      auto plans = s.Plans(memory_check);
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
       if (absl::Status st = CheckPayloadsFitMessages(*plans, ps_max_message_bytes, "the PS's",
                                                      PlacesOverPs(s, num_ps) ? num_ps : 0);
@@ -158,6 +159,11 @@ absl::StatusOr<std::vector<Record>> Session::Run(const Scenario& s, size_t plans
   return RunJob(*l, options, s, plans, number, aggregate, survivors);
 }
 
+Scenario::PayloadMemoryCheck PayloadMemoryCheckOf(const Session& session) {
+  return session.launcher && session.launcher->name() == "local" ? Scenario::PayloadMemoryCheck::kThisProcess
+                                                                 : Scenario::PayloadMemoryCheck::kExplicitOnly;
+}
+
 absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std::string>& transports) {
   for (const std::string& t : transports) {
     Launcher* l = session.LauncherFor(t);
@@ -216,7 +222,7 @@ int RunSession(Session& session, Scenario base) {
                      "--num-ps/--num-workers above 1"),
         kExitUsage);
   }
-  auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes, o.num_ps);
+  auto runs = ResolveRuns(base, tour, compare, o.ps_max_message_bytes, o.num_ps, PayloadMemoryCheckOf(session));
   if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
   session.Begin();
   if (tour) {

@@ -49,6 +49,10 @@ struct Session {
 // one line naming the launcher that can when not (exit 2 is the caller's).
 absl::Status CheckTransportsLaunch(const Session& session, const std::vector<std::string>& transports);
 
+// Whether this session's launcher checks the default payload-memory budget itself: only when
+// its workers run here (psbench run); elsewhere each worker checks it on its own host.
+Scenario::PayloadMemoryCheck PayloadMemoryCheckOf(const Session& session);
+
 // Runs what the flags ask for: the tour (no --benchmark), one benchmark, --transports, a
 // training run (--trainer) or the updates check. `base` is the scenario from the flags.
 // Returns the exit status.

@@ -181,7 +181,7 @@ int RunUpdates(Session& session, Scenario s) {
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
   RequireExchanges("--benchmark=updates", s.transport);
-  auto plans = s.Plans();
+  auto plans = s.Plans(PayloadMemoryCheckOf(session));
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   if (absl::Status st = CheckReplay(*settings, plans->front()); !st.ok()) Die(kProgram, st, kExitUsage);
   const size_t tensors = settings->timed ? TimedModelOf(*plans->front().timing).tensor_bytes.size()

@@ -9,8 +9,8 @@
 #     /proc/driver/nvidia/gpus/*): with one, a GPU test that skips is a failure;
 #   - NetnsTest.LatencySeesALinksDelay, where the kernel has no sch_netem ("no netem:");
 #   - the cases of a verbs PS without an RDMA device, on a host that has one;
-#   - MemoryCgroupTest, where no memory cgroup can be made ("no writable memory cgroup:":
-#     not root, or a container whose cgroup filesystem is read-only).
+#   - MemoryCgroupTest, where no memory cgroup can be made ("no writable memory cgroup:"):
+#     not root, or no cgroup memory controller this script can make a cgroup in either.
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
 build=$1
@@ -41,6 +41,17 @@ for label in $(printf '%s\n' "${!needs[@]}" | sort); do
     problems=$((problems + 1))
   fi
 done
+
+# Whether this machine lets root make a memory cgroup (the probe is removed at once).
+cgroup_writable=0
+if [ "$(id -u)" -eq 0 ]; then
+  for base in /sys/fs/cgroup/memory /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    probe=$base/psbench-check-$$
+    [ -e "$base/cgroup.procs" ] && mkdir "$probe" 2>/dev/null || continue
+    if [ -e "$probe/memory.limit_in_bytes" ] || [ -e "$probe/memory.max" ]; then cgroup_writable=1; fi
+    rmdir "$probe"
+  done
+fi
 
 gpu_present=0
 if [ -e /dev/nvidia0 ] || compgen -G "/proc/driver/nvidia/gpus/*" > /dev/null; then gpu_present=1; fi
@@ -79,7 +90,9 @@ while IFS=$'\t' read -r kind name reason; do
   if [ "$short" = NetnsTest.LatencySeesALinksDelay ] && [[ "$reason" == "no netem:"* ]]; then continue; fi
   # The no-device cases of grpc+verbs, on a host that has one (its own tests then run there).
   if [[ "$reason" == "this host has an RDMA device"* ]]; then continue; fi
-  if [[ "$short" == MemoryCgroupTest.* && "$reason" == "no writable memory cgroup:"* ]]; then continue; fi
+  if [[ "$short" == MemoryCgroupTest.* && "$reason" == "no writable memory cgroup:"* && $cgroup_writable -eq 0 ]]; then
+    continue
+  fi
   echo "check_suites: $short skipped: $reason"
   problems=$((problems + 1))
 done <<< "$skips"

@@ -29,8 +29,12 @@ for ((round = 1; round <= rounds; round++)); do
   for pad in "${pads[@]}"; do
     fill=$(printf '%*s' "$pad" '' | tr ' ' x)
     for build in old new; do
-      line=$("$copies/$fill$build/psbench" run "$@" --json="$out/$build.jsonl" 2>&1 | grep -E '^ +[0-9]+ ' | tail -1)
-      echo "round $round pad $pad $build: $line"
+      if ! text=$("$copies/$fill$build/psbench" run "$@" --json="$out/$build.jsonl" 2>&1); then
+        echo "bench/mpi/ab.sh: round $round, pad $pad, $build: psbench run failed:" >&2
+        tail -n 5 <<<"$text" >&2
+        exit 1
+      fi
+      echo "round $round pad $pad $build: $(grep -E '^ +[0-9]+ ' <<<"$text" | tail -n 1 || true)"
     done
   done
 done
@@ -38,7 +42,9 @@ python3 - "$out" <<'PY'
 import json, statistics, sys
 runs = {}
 for build in ("old", "new"):
-    runs[build] = [json.loads(line) for line in open(f"{sys.argv[1]}/{build}.jsonl")]
+    # One worker record per run (a throughput run's total is left out).
+    runs[build] = [r for r in map(json.loads, open(f"{sys.argv[1]}/{build}.jsonl"))
+                   if r.get("scope", "worker") == "worker"]
     p50 = [r["latency_us"]["p50"] for r in runs[build] if "latency_us" in r]
     text = f"{build}: {len(runs[build])} runs"
     if p50:

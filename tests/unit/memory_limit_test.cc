@@ -125,6 +125,45 @@ TEST_F(MemoryLimitTest, APathOutsideTheMountIsNotRead) {
   EXPECT_EQ(Read().source, "host");
 }
 
+TEST_F(MemoryLimitTest, ALineCutShortIsSkipped) {
+  // The super options missing (a file cut at its size cap, or an empty source field).
+  Write("/proc/self/mountinfo", "31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup src\n");
+  Write("/proc/self/cgroup", "4:memory:/a\n");
+  Write("/sys/fs/cgroup/memory/a/memory.limit_in_bytes", std::to_string(kGiB) + "\n");
+  EXPECT_EQ(Read().source, "host");
+}
+
+TEST_F(MemoryLimitTest, AMountPointWithASpace) {
+  // mountinfo writes a space in a path as \040.
+  Write("/proc/self/mountinfo", "40 24 0:22 /job /job\\040cgroup rw - cgroup2 cgroup2 rw\n");
+  Write("/proc/self/cgroup", "0::/job/step\n");
+  Write("/job cgroup/step/memory.max", std::to_string(kGiB) + "\n");
+  MemoryLimit m = Read();
+  EXPECT_EQ(m.bytes, kGiB);
+  EXPECT_EQ(m.source, "cgroup v2 /job/step");
+}
+
+TEST_F(MemoryLimitTest, OfTwoMountsTheOneShowingMoreAncestors) {
+  // The hierarchy at its root and, bound again, at the job's cgroup: only the first shows the
+  // job's parent, whose limit is the tighter.
+  Write("/proc/self/mountinfo",
+        "40 24 0:22 /users/u1 /job rw - cgroup2 cgroup2 rw\n" + std::string(kV2Mount));
+  Write("/proc/self/cgroup", "0::/users/u1/step\n");
+  Write("/job/step/memory.max", std::to_string(2 * kGiB) + "\n");
+  Write("/sys/fs/cgroup/users/u1/step/memory.max", std::to_string(2 * kGiB) + "\n");
+  Write("/sys/fs/cgroup/users/memory.max", std::to_string(kGiB) + "\n");
+  MemoryLimit m = Read();
+  EXPECT_EQ(m.bytes, kGiB);
+  EXPECT_EQ(m.source, "cgroup v2 /users");
+}
+
+TEST_F(MemoryLimitTest, ACgroupOutsideTheNamespaceIsNotRead) {
+  Write("/proc/self/mountinfo", kV2Mount);
+  Write("/proc/self/cgroup", "0::/../elsewhere\n");
+  Write("/sys/fs/elsewhere/memory.max", std::to_string(kGiB) + "\n");
+  EXPECT_EQ(Read().source, "host");
+}
+
 TEST(ProcessMemoryLimit, ThisProcessHasOneNoLargerThanTheHost) {
   MemoryLimit m = ProcessMemoryLimit();
   EXPECT_GT(m.bytes, 0u);

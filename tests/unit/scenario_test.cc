@@ -90,6 +90,22 @@ TEST(ScenarioTest, SweepDoublesAndEndsAtMax) {
   EXPECT_EQ(sizes, (std::vector<uint64_t>{3, 6, 12, 20}));
 }
 
+// A launcher whose workers run elsewhere checks an explicit budget only; the default (half of
+// what this process may use) is each worker's to check on its own host.
+TEST(ScenarioTest, PayloadMemoryDefaultIsCheckedWhereTheWorkersRun) {
+  Scenario s;
+  s.sweep = std::make_pair(uint64_t{1} << 30, uint64_t{1} << 30);  // 1 GiB, over a 1 MiB budget
+  s.max_payload_memory = 1 << 20;
+  for (auto check : {Scenario::PayloadMemoryCheck::kThisProcess, Scenario::PayloadMemoryCheck::kExplicitOnly}) {
+    auto plans = s.Plans(check);
+    ASSERT_FALSE(plans.ok());
+    EXPECT_NE(plans.status().message().find("--max-payload-memory=1MiB"), absl::string_view::npos)
+        << plans.status();
+  }
+  s.max_payload_memory = 0;
+  EXPECT_TRUE(s.Plans(Scenario::PayloadMemoryCheck::kExplicitOnly).ok());
+}
+
 TEST(ScenarioTest, ParseSweepErrorsNameTheFlag) {
   for (const char* bad : {"", "1", "4K:1K", "0:8", "a:b", "1:2:3", "1:2G"}) {
     auto r = ParseSweep(bad);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -320,6 +321,7 @@ class MpiClient final : public Client {
   }
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
+    bool first_idle = true;  // a wait's deadline is checked at once (Next(absl::Now()) polls once)
     while (true) {
       if (!ready_.empty()) {
         Completion c = std::move(ready_.front());
@@ -341,7 +343,7 @@ class MpiClient final : public Client {
         }
         continue;
       }
-      if (clock_.Due(/*progressed=*/false)) {
+      if (std::exchange(first_idle, false) || !backoff_.spinning() || clock_.Due(/*progressed=*/false)) {
         const absl::Time now = clock_.Read();
         if (now - last_expiry_check_ > absl::Milliseconds(1)) ExpireOps(now);
         if (!ready_.empty()) continue;
