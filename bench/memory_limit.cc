@@ -2,31 +2,28 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <fstream>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "inputs/input_file.h"
 
 namespace psbench {
 namespace {
 
-// The files read here are a few lines; a garbled one is not read past this.
-constexpr size_t kMaxFileBytes = 1 << 20;
+// The files read here are a few lines; mountinfo on a host of many mounts can be long.
+constexpr uint64_t kMaxFileBytes = uint64_t{16} << 20;
 
+// The file's text, or false when it cannot be read whole (missing, not a regular file, too big).
 bool ReadSmallFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  out->clear();
-  char chunk[4096];
-  while (out->size() < kMaxFileBytes && in.read(chunk, sizeof chunk).gcount() > 0) {
-    out->append(chunk, static_cast<size_t>(in.gcount()));
-  }
+  absl::StatusOr<std::string> text = ReadInputFile(path, "cgroup file", kMaxFileBytes, "");
+  if (!text.ok()) return false;
+  *out = *std::move(text);
   return true;
 }
 
@@ -123,7 +120,7 @@ void Walk(const std::string& root, const Mount& mount, std::string dir, const ch
     if (dir.size() <= mount.point.size()) return;
     const size_t slash = dir.rfind('/');
     if (slash == std::string::npos || slash < mount.point.size()) return;
-    dir.resize(std::max(slash, mount.point.size()));
+    dir.resize(slash);
   }
 }
 
