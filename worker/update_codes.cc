@@ -28,6 +28,16 @@ float Initial(uint64_t seed, uint64_t tensor, uint64_t i) {
   return static_cast<float>((seed + tensor * 1009 + i) % 1024);
 }
 
+bool SyncSumsExact(uint32_t workers) {
+  if (workers == 0) return true;
+  if (workers > (1u << 22)) return false;  // 4W - 1 alone is past 2^24 (and the product below fits)
+  // W x K is exact when its odd part fits float32's 24-bit significand; the largest odd part
+  // over K <= 4W is W's own odd part times 4W - 1.
+  uint64_t odd = workers;
+  while (odd % 2 == 0) odd /= 2;
+  return odd * (4 * uint64_t{workers} - 1) < (uint64_t{1} << 24);
+}
+
 uint32_t Codes::UpdateCode(uint32_t worker, uint64_t step) const {
   // XOR with a seeded mask keeps the index injective and varies the pattern with the seed.
   const auto mask = static_cast<uint32_t>(Mix(seed_ ^ 0xA5A5A5A5ULL));

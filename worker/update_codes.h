@@ -8,7 +8,8 @@
 // the update's index (w x steps + s) masked by the seed: no two updates of a run share a code,
 // so no two have the same gradient on a tensor of kGroups elements or more, and a tensor off
 // by exactly one update's gradient names that update. Values stay integers in [1, 4]: the
-// exactness bound (kMaxUpdates) is the one of a 2-bit code.
+// exactness bound (kMaxUpdates) is the one of a 2-bit code; in sync mode the PS's sum of a
+// step's gradients bounds the worker count too (SyncSumsExact).
 #ifndef PSBENCH_WORKER_UPDATE_CODES_H_
 #define PSBENCH_WORKER_UPDATE_CODES_H_
 
@@ -24,6 +25,12 @@ inline constexpr int kGroups = 16;
 // Element (t, i)'s code B in [0, 4) and its initial value, an integer in [0, 1024).
 uint32_t ElementCode(uint64_t seed, uint64_t tensor, uint64_t i);
 float Initial(uint64_t seed, uint64_t tensor, uint64_t i);
+
+// In sync mode each gradient is W x k (k in [1, 4]) and the PS adds a step's W of them before
+// dividing by W: every partial sum W x K (K <= 4W) must be exact in float32, or a rounded sum
+// would read as a lost update. True when W's odd part times 4W - 1 is below 2^24: every W up
+// to 2048 and every power of two up to 2^22, but not 2049.
+bool SyncSumsExact(uint32_t workers);
 
 class Codes {
  public:

@@ -47,6 +47,21 @@ void PrintTimedReplay(std::FILE* out, const TimedReplay& replay, const nlohmann:
 
 }  // namespace
 
+absl::Status CheckExact(const UpdatesSettings& s, int num_workers) {
+  if (int64_t{s.steps} * num_workers > kMaxUpdates) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--benchmark=updates: --steps=", s.steps, " x ", num_workers, " workers is over ",
+        kMaxUpdates, " updates, past which float32 sums are no longer exact"));
+  }
+  if (s.sync && num_workers > 0 && !update_codes::SyncSumsExact(static_cast<uint32_t>(num_workers))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--benchmark=updates --sync with ", num_workers, " workers: the PS's sum of a step's ", num_workers,
+        " gradients (up to ", 4 * int64_t{num_workers}, " each) is not exact in float32; use --async, or a "
+        "worker count with more factors of 2 (any count up to 2048, or a power of two, is exact)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
   UpdatesSettings s;
   s.steps = absl::GetFlag(FLAGS_steps);
@@ -60,11 +75,7 @@ absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers) {
   s.timed = replay == "timed";
   if (s.steps < 1 || s.steps > 1000000)
     return absl::InvalidArgumentError("--steps must be in [1, 1000000]");
-  if (int64_t{s.steps} * num_workers > kMaxUpdates) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--benchmark=updates: --steps=", s.steps, " x ", num_workers, " workers is over ",
-        kMaxUpdates, " updates, past which float32 sums are no longer exact"));
-  }
+  if (absl::Status exact = CheckExact(s, num_workers); !exact.ok()) return exact;
   return s;
 }
 
@@ -102,11 +113,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
                                num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
         kExitUsage);
   }
-  if (int64_t{settings.steps} * scenario.num_workers > kMaxUpdates) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: --steps=", settings.steps, " x ", scenario.num_workers,
-                               " workers is over ", kMaxUpdates, " updates, past which float32 sums are no longer exact"),
-        kExitUsage);
-  }
+  if (absl::Status exact = CheckExact(settings, scenario.num_workers); !exact.ok()) Die(kProgram, exact, kExitUsage);
   const uint64_t seed = scenario.payload.seed;
   const uint32_t W = static_cast<uint32_t>(scenario.num_workers);
   const uint32_t me = static_cast<uint32_t>(scenario.worker_index);

@@ -10,7 +10,8 @@
 // Arithmetic is exact: initial values are integers in [0, 1024), learning rate 1, momentum
 // 0; worker w's gradient of step s for element i of tensor t is
 // 1 + ((A(w, s, i) + B(t, i)) mod 4), times the worker count in sync mode (the PS applies the
-// mean), so every value stays an integer below 2^24. A is 2 bits of a code unique to the
+// mean), so every value stays an integer below 2^24 (CheckExact refuses runs that would
+// not). A is 2 bits of a code unique to the
 // update, B a seeded hash (update_codes.h): a tensor off by one update's gradient names the
 // worker and step of that update, left out or applied twice.
 #ifndef PSBENCH_WORKER_UPDATES_WORKER_H_
@@ -43,6 +44,9 @@ std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& settings);
 
 // The largest steps x workers for which every value stays exact in float32.
 inline constexpr int64_t kMaxUpdates = ((int64_t{1} << 24) - 1024) / 4;
+// InvalidArgument when `settings` with `num_workers` workers would take a value past exact
+// float32: steps x workers over kMaxUpdates, or (sync) a step's sum (update_codes.h).
+absl::Status CheckExact(const UpdatesSettings& settings, int num_workers);
 
 // Runs the check on a connected client and returns the exit status (0: every element
 // exact; 1: a mismatch or a failed exchange, named on stderr; 2: bad input). Prints one

@@ -160,6 +160,10 @@ TEST_F(UpdatesRunTest, FlagsThatDoNotApplyOrBreakExactnessAreRefused) {
     RunResult run = RunCommand(RunArgv(Concat({"--benchmark=updates"}, c.flags)));
     ExpectOneLineFailure(run, 2, "psbench", c.keywords);
   }
+  // A sync step's sum past exact float32 (psbench run takes at most 256 workers; a worker on
+  // its own, or a job's, may say more).
+  RunResult wide = RunCommand(WorkerArgv(nobody.address(), {"--benchmark=updates", "--num-workers=2049"}));
+  ExpectOneLineFailure(wide, 2, "psbench-worker", {"2049 workers", "not exact", "--async"});
   // More PS than tensors: each PS must hold one.
   RunResult few = RunCommand(RunArgv({"--benchmark=updates", "--num-ps=3", "--buffers=2"}));
   ExpectOneLineFailure(few, 2, "psbench", {"2 tensors", "3 PS", "--buffers"});

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/updates_worker.h"
 
 namespace psbench::update_codes {
 namespace {
@@ -111,6 +112,38 @@ TEST(UpdateCodesTest, DifferencesNoSingleUpdateExplainsAreNotExplained) {
   std::vector<double> halves(diff.size(), 0.5);
   EXPECT_EQ(codes.Explain(halves, b).kind, Codes::Explanation::kNone);
   EXPECT_EQ(codes.Explain({}, {}).kind, Codes::Explanation::kNone);
+}
+
+// The bound is where float32 itself stops: every partial sum W x K of a sync step (K <= 4W)
+// converts to float32 and back unchanged exactly when SyncSumsExact says so.
+TEST(UpdateCodesTest, SyncSumsExactIsWhereAStepsPartialSumsStayExact) {
+  std::vector<uint32_t> counts = {8191, 12288, 65535, 65536, 1u << 22, (1u << 22) + 2, 1u << 23};
+  for (uint32_t w = 1; w <= 4100; ++w) counts.push_back(w);
+  int inexact = 0;
+  for (uint32_t w : counts) {
+    bool exact = true;
+    for (uint64_t k = 1; k <= 4 * uint64_t{w} && exact; ++k) {
+      const uint64_t sum = w * k;
+      exact = static_cast<uint64_t>(static_cast<float>(sum)) == sum;
+    }
+    inexact += !exact;
+    EXPECT_EQ(SyncSumsExact(w), exact) << w << " workers";
+  }
+  EXPECT_EQ(inexact, 1332);  // from 2049 up, and 8191, 65535, 2^22 + 2, 2^23
+  EXPECT_TRUE(SyncSumsExact(12288));  // 3 x 4096
+  EXPECT_FALSE(SyncSumsExact(2049));
+}
+
+TEST(UpdateCodesTest, RunsPastExactArithmeticAreRefused) {
+  const UpdatesSettings sync{.steps = 10, .sync = true};
+  const UpdatesSettings async{.steps = 10, .sync = false};
+  EXPECT_TRUE(CheckExact(sync, 2048).ok());
+  EXPECT_TRUE(CheckExact(sync, 65536).ok());
+  EXPECT_TRUE(CheckExact(async, 2049).ok());
+  const absl::Status s = CheckExact(sync, 2049);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--async"), std::string::npos) << s;
+  EXPECT_EQ(CheckExact({.steps = 1000000, .sync = false}, 5).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
