@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/sysinfo.h"
 #include "fmt/core.h"
 
 ABSL_FLAG(bool, fatal_line, false,
@@ -88,6 +89,11 @@ std::vector<std::string> ParseFlagsOrExit(int argc, char** argv, absl::string_vi
                                           const std::vector<std::string>& flag_files) {
   std::string program = argc > 0 ? argv[0] : "psbench";
   if (auto slash = program.rfind('/'); slash != std::string::npos) program.erase(0, slash + 1);
+  // --version alone: the build, as every record names it (to check the installs of a cluster).
+  if (argc == 2 && (absl::string_view(argv[1]) == "--version" || absl::string_view(argv[1]) == "-version")) {
+    fmt::print("{} {}\n", program, PsbenchVersion());
+    std::exit(0);
+  }
   bool help = false;
   absl::StatusOr<std::vector<std::string>> positional = ParseFlags(argc, argv, flag_files, &help);
   if (!positional.ok()) UsageError(program, positional.status().message());

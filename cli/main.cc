@@ -12,6 +12,7 @@
 #include "bench/process/alloc_policy.h"
 #include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
+#include "bench/sysinfo.h"
 #include "cli/cluster_command.h"
 #include "cli/launch/process.h"
 #include "cli/launch/scratch.h"
@@ -31,6 +32,7 @@ constexpr char kUsage[] =
     "  mpirun   the same with Open MPI's mpirun (--hostfile)\n"
     "  train    time one model of the embedded trainer here (no PS)\n"
     "  report   Markdown tables and an HTML page with plots from --json results\n"
+    "  --version  this build's version (every record carries it; a worker compares its PS's with its own)\n"
     "Exit status: 0 success, 1 a process or measurement failed, 2 bad input.\n";
 
 // Where psbench-ps, psbench-worker and psbench_plot.py are: beside this psbench.
@@ -49,6 +51,10 @@ int Dispatch(int argc, char** argv) {
   if (command == "report") return RunReportCommand(argc, argv, BinDir());
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "--version" || command == "-version" || command == "version") {
+    std::printf("psbench %s\n", PsbenchVersion().c_str());
     return 0;
   }
   std::fprintf(stderr, "psbench: %s; commands: run, ssh, slurm, mpirun, train, report (see psbench --help)\n",

@@ -126,6 +126,20 @@ absl::StatusOr<Scenario> LoadScenario() {
   return s;
 }
 
+// A PS of another build (hosts installed apart, a stale --remote-bin-dir) answers the same
+// protocol, but its figures and this worker's need not compare: said on stderr, not fatal,
+// since a PS of another implementation (docs/protocol.md) is welcome. Records keep both.
+void WarnOfOtherBuilds(Client& client, int worker_index) {
+  const std::string mine = PsbenchVersion();
+  for (size_t i = 0; i < client.num_servers(); ++i) {
+    auto info = client.GetInfo(i);
+    if (!info.ok() || info->version == mine) continue;  // a lost PS fails the run where it is used
+    const std::string theirs = info->version.empty() ? "no version it names" : "version " + info->version;
+    std::fprintf(stderr, "psbench-worker %d: warning: PS %s runs %s, this worker psbench %s\n", worker_index,
+                 client.server_address(i).c_str(), theirs.c_str(), mine.c_str());
+  }
+}
+
 int Main(int argc, char** argv) {
   auto positional = ParseFlagsOrExit(argc, argv, kUsage, {"/worker/worker_main.cc", "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile, kTrainerFlagsFile, kTlsFlagsFile, kFatalLineFlag});
   if (!positional.empty()) Die(kProgram, "unexpected argument '" + positional[0] + "'", kExitUsage);
@@ -268,6 +282,8 @@ int Main(int argc, char** argv) {
     absl::StrReplaceAll({{"%w", absl::StrCat(scenario->worker_index)}}, &hdr_out);
     check_json_path();
   }
+
+  WarnOfOtherBuilds(**client, scenario->worker_index);
 
   std::vector<std::string> command(argv, argv + argc);
   if (scenario->benchmark == Benchmark::kUpdates) {

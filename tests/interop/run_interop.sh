@@ -59,11 +59,15 @@ echo "== psbench-worker against the Python PS"
 start_ps "$tmp/python-ps.out" env PYTHONPATH="$here" "$py" "$here/ps.py" "$tmp"
 pyps=$address
 json=$tmp/records.jsonl
+version=$("$bin/psbench-worker" --version | awk '{print $NF}')
 for mode in non-serialized serialized; do
     for benchmark in latency bandwidth throughput; do
         timeout 20 "$bin/psbench-worker" --ps="$pyps" --benchmark=$benchmark --mode=$mode --validate \
-            --sizes=1K:64K --warmup-iterations=2 --iterations=20 --quiet --json="$json" ||
-            fail "psbench-worker --benchmark=$benchmark --mode=$mode against the Python PS failed"
+            --sizes=1K:64K --warmup-iterations=2 --iterations=20 --quiet --json="$json" 2>"$tmp/worker.err" ||
+            fail "psbench-worker --benchmark=$benchmark --mode=$mode against the Python PS failed: $(cat "$tmp/worker.err")"
+        # Not psbench's own build: said once per PS, and only that.
+        [ "$(cat "$tmp/worker.err")" = "psbench-worker 0: warning: PS $pyps runs version python-interop, this worker psbench $version" ] ||
+            fail "psbench-worker's stderr is not the one warning of another build: $(cat "$tmp/worker.err")"
     done
 done
 "$py" - "$json" <<'PY'
