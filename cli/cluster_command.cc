@@ -146,6 +146,13 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   }
   options->ps_listen = iface.empty() ? std::string("0.0.0.0") : iface;
   options->bin_dir = absl::GetFlag(FLAGS_remote_bin_dir);
+  // Each node resolves it on its own, from whatever directory its shell starts in.
+  if (FlagWasSet("remote-bin-dir") && (options->bin_dir.empty() || options->bin_dir[0] != '/')) {
+    Die(kProgram,
+        absl::StrCat("--remote-bin-dir='", options->bin_dir,
+                     "': give the absolute path of psbench-ps and psbench-worker on the nodes"),
+        kExitUsage);
+  }
   if (options->bin_dir.empty()) options->bin_dir = bin_dir;
   std::string json_path = JsonFlag();
   CheckOutputsOrDie(kProgram, json_path);

@@ -365,6 +365,8 @@ const std::vector<BadInput> kClusterCases = {
     {"JsonOverTheHostfile", {}, {"--json=$DIR/hosts"}, {"--json=$DIR/hosts would write over --hostfile=$DIR/hosts"}},
     {"JsonIsADirectory", {}, {"--json=$DIR"}, {"--json=$DIR", "Is a directory"}},
     {"EmptyPsInterface", {}, {"--ps-interface="}, {"--ps-interface is empty"}},
+    {"EmptyRemoteBinDir", {}, {"--remote-bin-dir="}, {"--remote-bin-dir=''", "absolute path"}},
+    {"RelativeRemoteBinDir", {}, {"--remote-bin-dir=build/bin"}, {"--remote-bin-dir='build/bin'", "absolute path"}},
     {"SrunFlag", {}, {"--srun=srun"}, {"--srun", "psbench slurm flags"}},
     {"DuplicateTransports", {}, {"--transports=grpc,grpc"}, {"--transports=grpc,grpc", "listed twice"}},
     {"ClusterUnknownScheme", {}, {"--scheme=zipf"}, {"--scheme=zipf", "unknown scheme"}},
