@@ -17,10 +17,34 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "inputs/input_file.h"
 
 namespace psbench {
+namespace {
+
+// How many processes the kernel's out-of-memory killer has killed on this host (in any
+// cgroup) since boot: /proc/vmstat's oom_kill (Linux 4.13 on); -1 where it is not said.
+int64_t OomKills() {
+  auto text = ReadInputFile("/proc/vmstat", "/proc/vmstat", 1 << 20, "");
+  if (!text.ok()) return -1;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    int64_t n = 0;
+    if (absl::ConsumePrefix(&line, "oom_kill ") && absl::SimpleAtoi(line, &n)) return n;
+  }
+  return -1;
+}
+
+// The count when psbench started its first child: a later SIGKILL may have been the OOM
+// killer's (a process over its cgroup's or the host's memory dies with no word of why).
+int64_t& OomKillsAtFirstChild() {
+  static int64_t at_start = OomKills();
+  return at_start;
+}
+
+}  // namespace
 
 absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
                                                  const std::vector<std::string>& argv,
@@ -43,6 +67,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  OomKillsAtFirstChild();
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -164,7 +189,14 @@ std::string ChildProcess::Describe(int status) {
   if (status > kKilledBySignal) {
     const int sig = status - kKilledBySignal;
     const char* name = sigabbrev_np(sig);
-    return absl::StrCat("killed by SIG", name ? name : absl::StrCat(sig));
+    std::string text = absl::StrCat("killed by SIG", name ? name : absl::StrCat(sig));
+    const int64_t before = OomKillsAtFirstChild();
+    const int64_t now = sig == SIGKILL && before >= 0 ? OomKills() : -1;
+    if (now > before) {
+      absl::StrAppend(&text, " (the kernel's out-of-memory killer killed ", now - before, " process",
+                      now - before == 1 ? "" : "es", " on this host meanwhile: out of memory?)");
+    }
+    return text;
   }
   return absl::StrCat("exited with status ", status);
 }

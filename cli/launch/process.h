@@ -56,6 +56,8 @@ class ChildProcess {
   int Stop(int sig, absl::Duration grace);
 
   // A readable description of an exit status: "exited with status 1", "killed by SIGKILL".
+  // A SIGKILL after the kernel's out-of-memory killer has struck on this host since the
+  // first child started says so: "killed by SIGKILL (the kernel's out-of-memory killer ...)".
   static std::string Describe(int status);
 
  private:

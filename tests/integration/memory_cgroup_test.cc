@@ -15,12 +15,15 @@
 #include <string>
 #include <system_error>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/integration/run_helpers.h"
 
 namespace psbench::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Room for three sanitized processes (the ASan pass runs this test too).
 constexpr uint64_t kLimit = uint64_t{1} << 30;
@@ -116,6 +119,23 @@ TEST_F(MemoryCgroupTest, PayloadsOverHalfTheLimitAreRefusedAndRecordsSayTheLimit
   }
   EXPECT_FALSE(Lines(ReadFile(json)).empty()) << ok.Describe();
   ExpectNoChildrenLeft();  // every process of the cgroup has exited: it can go
+  cgroup.Remove();
+}
+
+// Past the default budget on purpose, a worker over the cgroup's limit is killed by the
+// kernel with no word of why; psbench names the likely cause beside the signal.
+TEST_F(MemoryCgroupTest, AWorkerTheOomKillerKillsIsSaidToBeOutOfMemory) {
+  if (geteuid() != 0) GTEST_SKIP() << "no writable memory cgroup: not root";
+  MemoryCgroup cgroup;
+  if (cgroup.dir().empty()) GTEST_SKIP() << "no writable memory cgroup: " << cgroup.why();
+  RunResult killed = RunCommand(cgroup.Inside(RunArgv({"--benchmark=latency", "--sizes=900M:900M",
+                                                       "--max-payload-memory=4G", "--iterations=1",
+                                                       "--warmup=0s"})),
+                                seconds(120));
+  EXPECT_EQ(killed.exit_code, 1) << killed.Describe();
+  EXPECT_THAT(killed.err, HasSubstr("killed by SIGKILL (the kernel's out-of-memory killer killed "))
+      << killed.Describe();
+  ExpectNoChildrenLeft();
   cgroup.Remove();
 }
 
