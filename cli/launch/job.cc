@@ -427,7 +427,9 @@ absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptio
   // --- stop ---
   int worker_status = failure.ok() ? AwaitExit(*workers) : workers->Stop(SIGTERM, absl::Seconds(2));
   if (failure.ok() && worker_status != 0 && gather.lost().ok()) {
-    const bool said = workers->FirstFatalMember() >= 0;
+    // A worker that said why, or one killed by SIGKILL (which leaves no last words), has no
+    // messages above to point at.
+    const bool said = workers->FirstFatalMember() >= 0 || worker_status == kKilledBySignal + SIGKILL;
     failure = GroupFailure(*workers, worker_status,
                            first_worker == 0              ? std::string("a worker")
                            : launcher.name() == "slurm" ? std::string("srun")

@@ -24,6 +24,7 @@ namespace psbench::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Room for three sanitized processes (the ASan pass runs this test too).
 constexpr uint64_t kLimit = uint64_t{1} << 30;
@@ -135,6 +136,7 @@ TEST_F(MemoryCgroupTest, AWorkerTheOomKillerKillsIsSaidToBeOutOfMemory) {
   EXPECT_EQ(killed.exit_code, 1) << killed.Describe();
   EXPECT_THAT(killed.err, HasSubstr("killed by SIGKILL (the kernel's out-of-memory killer killed "))
       << killed.Describe();
+  EXPECT_THAT(killed.err, Not(HasSubstr("its messages are above"))) << "a SIGKILL leaves no last words";
   ExpectNoChildrenLeft();
   cgroup.Remove();
 }
