@@ -172,6 +172,11 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   s.rpc_timeout = absl::GetFlag(FLAGS_rpc_timeout);
   s.max_input_size = MaxInputSize();
   s.max_payload_memory = absl::GetFlag(FLAGS_max_payload_memory).bytes;
+  // 0 is "unset" inside a scenario; given on the command line it would quietly be the default.
+  if (FlagWasSet("max-payload-memory") && s.max_payload_memory == 0) {
+    return absl::InvalidArgumentError(
+        "--max-payload-memory=0: give a byte count (unset, it is half of the memory this process may use)");
+  }
   if (absl::Status st = ValidateScenario(s); !st.ok()) return st;
   return s;
 }

@@ -227,6 +227,7 @@ const std::vector<BadInput> kScenarioCases = {
     {"TracePayloadsOverMemory", {},
      {"--scheme=trace", "--trace=$DIR/two-mib.json", "--max-payload-memory=1M"},
      {"2MiB", "--max-payload-memory=1MiB"}},
+    {"ZeroPayloadMemory", {}, {"--max-payload-memory=0"}, {"--max-payload-memory=0", "give a byte count"}},
     {"JsonOverTheTrace", {}, {"--scheme=trace", "--trace=$DIR/valid.json", "--json=$DIR/valid.json"},
      {"--json=$DIR/valid.json would write over --trace=$DIR/valid.json"}},
     {"TraceWithoutTraceScheme", {}, {"--trace=$DIR/negative.json"}, {"--trace", "--scheme=trace"}},
