@@ -1,10 +1,12 @@
 #include "bench/record.h"
 
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/figures.h"
 #include "bench/histogram.h"
 
@@ -407,8 +409,22 @@ std::optional<double> Record::EnvironmentNumber(const char* key) const {
 std::string Record::VersionsText() const {
   const json& v = Member(environment, "versions");
   if (!v.is_object()) return "";
-  return absl::StrCat("psbench ", TextAt(v, "psbench"), ", gRPC ", TextAt(v, "grpc"), ", protobuf ",
-                      TextAt(v, "protobuf"), ", ", TextAt(v, "compiler"));
+  std::string text = absl::StrCat("psbench ", TextAt(v, "psbench"), ", gRPC ", TextAt(v, "grpc"), ", protobuf ",
+                                  TextAt(v, "protobuf"), ", ", TextAt(v, "compiler"));
+  // A PS of another build (or implementation) is part of what was measured.
+  std::vector<std::string> others;
+  const json& ps_list = Member(placement, "ps");
+  if (ps_list.is_array()) {
+    for (const json& p : ps_list) {
+      const std::string theirs = TextAt(p, "version");
+      if (!theirs.empty() && theirs != TextAt(v, "psbench") &&
+          std::find(others.begin(), others.end(), theirs) == others.end()) {
+        others.push_back(theirs);
+      }
+    }
+  }
+  if (!others.empty()) absl::StrAppend(&text, " (PS: ", absl::StrJoin(others, ", "), ")");
+  return text;
 }
 
 std::optional<bool> Record::Tls() const {

@@ -322,6 +322,17 @@ TEST(ReportHeaderTest, SaysWhatWasMeasured) {
   EXPECT_THAT(HeaderValue(r, "Ratio"), HasSubstr("A = grpc/non-serialized, B = grpc/serialized"));
 }
 
+TEST(ReportHeaderTest, APsOfAnotherBuildIsNamedWithTheVersions) {
+  json a = Latency("non-serialized", 1, 10, 20, 11);
+  a["placement"] = {{"ps", {{{"version", "0.1.0"}}, {{"version", "0.0.9+abc"}}, {{"version", "python-interop"}}}}};
+  json b = Latency("serialized", 1, 15, 30, 16);
+  b["placement"] = {{"ps", {{{"version", "0.1.0"}}}}};
+  Report r = Build({a, b});
+  EXPECT_EQ(HeaderValue(r, "Versions"),
+            "psbench 0.1.0, gRPC 1.51.1, protobuf 3.21.12, g++ 12 (PS: 0.0.9+abc, python-interop); "
+            "psbench 0.1.0, gRPC 1.51.1, protobuf 3.21.12, g++ 12");
+}
+
 TEST(ReportRenderTest, MarkdownTablesAndEscapedCells) {
   json a = Bandwidth("a|b", 1024, 10);
   json b = Bandwidth("c", 1024, 20);
