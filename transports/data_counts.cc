@@ -1,10 +1,44 @@
 #include "transports/data_counts.h"
 
-namespace psbench {
+#include <algorithm>
+#include <mutex>
+#include <vector>
 
-DataTally& ProcessGrpcPayloadCalls() {
-  static DataTally* tally = new DataTally(DataTally::kManyWriters);  // never destroyed
-  return *tally;
+namespace psbench {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<const DataTally*> live;
+  DataCounts gone;  // what destroyed tallies counted
+};
+
+Registry& TheRegistry() {
+  static Registry* registry = new Registry;  // never destroyed: clients may outlive statics
+  return *registry;
+}
+
+}  // namespace
+
+GrpcCallTally::GrpcCallTally() {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  r.live.push_back(&tally_);
+}
+
+GrpcCallTally::~GrpcCallTally() {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  r.live.erase(std::find(r.live.begin(), r.live.end(), &tally_));
+  r.gone = r.gone + tally_.Read();
+}
+
+DataCounts ProcessGrpcPayloadCalls() {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  DataCounts sum = r.gone;
+  for (const DataTally* t : r.live) sum = sum + t->Read();
+  return sum;
 }
 
 }  // namespace psbench

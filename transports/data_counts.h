@@ -33,6 +33,14 @@ struct DataCounts {
   bool operator==(const DataCounts&) const = default;
 };
 
+// The sum, field by field.
+inline DataCounts operator+(const DataCounts& a, const DataCounts& b) {
+  return {a.messages_sent + b.messages_sent,           a.messages_completed + b.messages_completed,
+          a.messages_received + b.messages_received,   a.bytes_sent + b.bytes_sent,
+          a.bytes_received + b.bytes_received,         a.payload_bytes_sent + b.payload_bytes_sent,
+          a.payload_bytes_received + b.payload_bytes_received};
+}
+
 // `after` less `before`, field by field.
 inline DataCounts operator-(const DataCounts& after, const DataCounts& before) {
   return {after.messages_sent - before.messages_sent,
@@ -75,6 +83,7 @@ class DataTally {
 
  private:
   void Add(std::atomic<uint64_t>& v, uint64_t n) {
+    if (n == 0) return;  // a count that does not move costs no atomic addition
     if (many_) {
       v.fetch_add(n, std::memory_order_relaxed);
     } else {
@@ -90,8 +99,25 @@ class DataTally {
 
 // The gRPC payload calls every client of this process made (requests sent, replies read),
 // whichever transport it serves: on a worker of another data plane they must stay zero, so a
-// silent fallback to gRPC would show.
-DataTally& ProcessGrpcPayloadCalls();
+// silent fallback to gRPC would show. The sum of the tallies registered below, those still
+// there and those gone: each gRPC client counts its calls once, on its own one-writer tally,
+// instead of on a second, atomic one shared by the process (seven atomic additions a call).
+DataCounts ProcessGrpcPayloadCalls();
+
+// A gRPC client's tally, counted in ProcessGrpcPayloadCalls from construction on; what it
+// counted stays there after it is destroyed.
+class GrpcCallTally {
+ public:
+  GrpcCallTally();
+  ~GrpcCallTally();
+  GrpcCallTally(const GrpcCallTally&) = delete;
+  GrpcCallTally& operator=(const GrpcCallTally&) = delete;
+  DataTally& tally() { return tally_; }
+  const DataTally& tally() const { return tally_; }
+
+ private:
+  DataTally tally_{DataTally::kOneWriter};
+};
 
 }  // namespace psbench
 

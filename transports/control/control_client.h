@@ -59,7 +59,7 @@ class ControlClient {
   // Barrier calls (requests sent, replies received, their bytes), and the process's gRPC
   // payload calls.
   ClientCounts Counts(std::string plane, const DataCounts& data) const {
-    return {std::move(plane), data, tally_.Read(), ProcessGrpcPayloadCalls().Read()};
+    return {std::move(plane), data, tally_.Read(), ProcessGrpcPayloadCalls()};
   }
   // See Client::Barrier: polled on PS 0.
   absl::Status Barrier(const std::string& name, int parties, int worker_index, absl::Time deadline);

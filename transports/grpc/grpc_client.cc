@@ -61,8 +61,9 @@ struct Call {
   uint64_t tag;
   Op op;
   size_t server;
-  // --rpc-timeout from the start, kept here rather than given to gRPC (InFlight).
-  absl::Time deadline;
+  // --rpc-timeout, kept here rather than given to gRPC (InFlight); armed at the first clock
+  // read after the start.
+  absl::Time deadline = absl::InfiniteFuture();
   bool expired = false;  // cancelled at its deadline
   Call* older = nullptr;  // InFlight's list
   Call* newer = nullptr;
@@ -78,33 +79,41 @@ struct Call {
   grpc::ByteBuffer response;
   grpc::ByteBuffer request;  // callback API: gRPC sends from it while the call runs
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
-  // Serialized: the reply parsed (echo_reply serves kExchange too).
-  wire::PayloadMessage echo_reply;
-  wire::AckMessage ack_reply;
+  // Serialized: the reply parsed (echo_reply serves kExchange too). Made only then: a protobuf
+  // message built and torn down per call is a cost the non-serialized mode does not have.
+  std::optional<wire::PayloadMessage> echo_reply;
+  std::optional<wire::AckMessage> ack_reply;
 };
 
-// Calls in flight, oldest first. Each gets --rpc-timeout from its start, so the oldest one not
-// yet expired holds the earliest deadline: Next waits no longer than that and cancels a call
-// that outlives it. A deadline given to gRPC instead arms a timer per call, and a finite wait
-// on the queue a kernel timer per wait: together about 2 us of a 45 us round trip here.
+// Calls in flight, oldest first. Each gets --rpc-timeout from the first clock read after its
+// start (Next reads the clock once a wait; a read at every start too cost 55 ns a call here,
+// a fifth of psbench's own share of a small message), so the oldest one not yet expired holds
+// the earliest deadline: Next waits no longer than that and cancels a call that outlives it.
+// A deadline given to gRPC instead arms a timer per call, and a finite wait on the queue a
+// kernel timer per wait: together about 2 us of a 45 us round trip here.
 class InFlight {
  public:
+  explicit InFlight(absl::Duration timeout) : timeout_(timeout) {}
   void Add(Call* c) {
     c->older = newest_;
     c->newer = nullptr;
     (newest_ != nullptr ? newest_->newer : oldest_) = c;
     newest_ = c;
+    if (unarmed_ == nullptr) unarmed_ = c;
   }
   void Remove(Call* c) {
+    if (c == unarmed_) unarmed_ = c->newer;
     (c->older != nullptr ? c->older->newer : oldest_) = c->newer;
     (c->newer != nullptr ? c->newer->older : newest_) = c->older;
   }
   bool empty() const { return oldest_ == nullptr; }
   Call* oldest() const { return oldest_; }
 
-  // Cancels every call past its deadline (its completion follows, as CANCELLED); returns the
-  // earliest deadline of those still running.
+  // Arms the deadlines of the calls started since the last read (the newest ones), cancels
+  // every call past its deadline (its completion follows, as CANCELLED); returns the earliest
+  // deadline of those still running.
   absl::Time Expire(absl::Time now) {
+    for (; unarmed_ != nullptr; unarmed_ = unarmed_->newer) unarmed_->deadline = now + timeout_;
     for (Call* c = oldest_; c != nullptr; c = c->newer) {
       if (c->expired) continue;
       if (c->deadline > now) return c->deadline;
@@ -115,8 +124,10 @@ class InFlight {
   }
 
  private:
+  const absl::Duration timeout_;
   Call* oldest_ = nullptr;
   Call* newest_ = nullptr;
+  Call* unarmed_ = nullptr;  // the oldest call without a deadline; those after it have none
 };
 
 class GrpcClient final : public Client {
@@ -222,7 +233,6 @@ class GrpcClient final : public Client {
     call->op = op;
     call->server = server;
     call->reg = registered_[payload].get();
-    call->deadline = absl::Now() + options_.rpc_timeout;
     in_flight_.Add(call);
     const Payload& p = *call->reg->payload;
     grpc::ByteBuffer request;
@@ -238,8 +248,7 @@ class GrpcClient final : public Client {
 
   void StartCall(Call* call, const grpc::ByteBuffer& request) {
     const uint64_t bytes = request.Length(), payload = call->reg->payload->total_bytes();
-    tally_.Sent(bytes, payload);
-    ProcessGrpcPayloadCalls().Sent(bytes, payload);
+    tally_.tally().Sent(bytes, payload);
     if (options_.grpc_api == GrpcApi::kCallback) {
       call->request = request;  // shares the slices
       servers_[call->server]->UnaryCall(&call->context, Method(call->op), grpc::StubOptions(), &call->request,
@@ -261,8 +270,9 @@ class GrpcClient final : public Client {
   absl::Status ParseSerializedReply(Call& call) {
     grpc::Status parsed =
         call.op == Op::kPush
-            ? grpc::SerializationTraits<wire::AckMessage>::Deserialize(&call.response, &call.ack_reply)
-            : grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&call.response, &call.echo_reply);
+            ? grpc::SerializationTraits<wire::AckMessage>::Deserialize(&call.response, &call.ack_reply.emplace())
+            : grpc::SerializationTraits<wire::PayloadMessage>::Deserialize(&call.response,
+                                                                          &call.echo_reply.emplace());
     if (parsed.ok()) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(Method(call.op), ": the reply is not a ",
                                             call.op == Op::kPush ? "AckMessage" : "PayloadMessage", " (",
@@ -285,7 +295,6 @@ class GrpcClient final : public Client {
     call->server = server;
     call->reg = req;
     call->reply_reg = rep;
-    call->deadline = absl::Now() + options_.rpc_timeout;
     in_flight_.Add(call);
     const Payload& p = *req->payload;
     if (options_.validate) p.ComputeChecksums(&call->sent_checksums);
@@ -365,10 +374,8 @@ class GrpcClient final : public Client {
       // A reply arrived: an echo's or an exchange's carries the request's sizes (checked below).
       const uint64_t bytes = call->response.Length();
       const uint64_t payload = call->op == Op::kPush ? 0 : call->reg->payload->total_bytes();
-      tally_.Completed();
-      tally_.Received(bytes, payload);
-      ProcessGrpcPayloadCalls().Completed();
-      ProcessGrpcPayloadCalls().Received(bytes, payload);
+      tally_.tally().Completed();
+      tally_.tally().Received(bytes, payload);
     }
     Completion done;
     done.tag = call->tag;
@@ -395,7 +402,7 @@ class GrpcClient final : public Client {
     return call;
   }
 
-  ClientCounts Counts() const override { return control_.Counts("grpc", tally_.Read()); }
+  ClientCounts Counts() const override { return control_.Counts("grpc", tally_.tally().Read()); }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
   uint64_t max_message_bytes(size_t server) const override { return control_.max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,
@@ -430,7 +437,7 @@ class GrpcClient final : public Client {
       ps_checksums = std::move(header->checksums);
     } else {
       if (absl::Status s = ParseSerializedReply(call); !s.ok()) return s;
-      const wire::PayloadMessage& m = call.echo_reply;
+      const wire::PayloadMessage& m = *call.echo_reply;
       std::vector<uint64_t> sizes;
       for (const std::string& b : m.buffers()) sizes.push_back(b.size());
       if (absl::Status s = CheckReplySizes(sizes, request.sizes()); !s.ok()) return s;
@@ -499,7 +506,7 @@ class GrpcClient final : public Client {
         }
       }
     } else if (call.op == Op::kEcho) {
-      const auto& reply = call.echo_reply;
+      const auto& reply = *call.echo_reply;
       if (static_cast<size_t>(reply.buffers_size()) != p.num_buffers()) {
         s = absl::DataLossError(absl::StrFormat("echo came back with %d of %u buffers",
                                                 reply.buffers_size(), p.num_buffers()));
@@ -517,7 +524,7 @@ class GrpcClient final : public Client {
         if (s.ok() && options_.validate) s = CompareChecksums(p.checksums(), got, p.sizes());
       }
     } else {
-      const auto& ack = call.ack_reply;
+      const auto& ack = *call.ack_reply;
       if (ack.bytes_received() != p.total_bytes()) {
         s = absl::DataLossError(absl::StrFormat("PS received %u of %u bytes",
                                                 ack.bytes_received(), p.total_bytes()));
@@ -535,7 +542,7 @@ class GrpcClient final : public Client {
   std::vector<std::unique_ptr<grpc::GenericStub>> servers_;  // by PS, as control_'s
   std::vector<std::unique_ptr<Registered>> registered_;
   grpc::CompletionQueue cq_;
-  InFlight in_flight_;
+  InFlight in_flight_{options_.rpc_timeout};
   // Wakes a waiting Next at its deadline or a call's; its tag is never a Call.
   inline static int watchdog_tag_ = 0;
   static constexpr void* kWatchdog = &watchdog_tag_;
@@ -547,7 +554,7 @@ class GrpcClient final : public Client {
   std::condition_variable done_cv_;
   std::deque<Call*> done_;
   std::atomic<size_t> done_count_{0};  // done_.size(), read without the lock
-  DataTally tally_{DataTally::kOneWriter};  // the driving thread's
+  GrpcCallTally tally_;  // the driving thread's; the process's gRPC calls are the sum of these
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "transports/grpc/raw_format.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -45,6 +46,7 @@ std::string EncodePayloadHeader(const std::vector<uint64_t>& sizes,
 std::string EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums) {
   FixedHeader fixed{kAckMagic, 0, static_cast<uint32_t>(checksums.size()), 0};
   std::string out;
+  out.reserve(sizeof(fixed) + sizeof(bytes_received) + checksums.size() * sizeof(uint64_t));
   Append(out, &fixed, sizeof(fixed));
   Append(out, &bytes_received, sizeof(bytes_received));
   Append(out, checksums.data(), checksums.size() * sizeof(uint64_t));
@@ -52,11 +54,19 @@ std::string EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& chec
 }
 
 SliceReader::SliceReader(const grpc::ByteBuffer& buffer) {
-  // Dump takes references to the slices; the payload itself is not copied.
-  (void)buffer.Dump(&slices_);
+  // Both take references to the slices; the payload itself is not copied.
+  grpc::Slice one;
+  if (buffer.TrySingleSlice(&one).ok()) {
+    slices_.push_back(std::move(one));
+  } else {
+    std::vector<grpc::Slice> all;
+    (void)buffer.Dump(&all);
+    for (grpc::Slice& s : all) slices_.push_back(std::move(s));
+  }
   for (const auto& s : slices_) remaining_ += s.size();
   // Skip empty slices so Consume never looks at one.
-  std::erase_if(slices_, [](const grpc::Slice& s) { return s.size() == 0; });
+  slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [](const grpc::Slice& s) { return s.size() == 0; }),
+                slices_.end());
 }
 
 bool SliceReader::Read(void* dst, size_t n) {

@@ -12,6 +12,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "transports/exchange.h"
@@ -61,7 +62,9 @@ class SliceReader {
   bool Consume(size_t n, Fn&& fn);
 
  private:
-  std::vector<grpc::Slice> slices_;
+  // Most messages a call reads (an ack, a small request) are one slice: held here, without a
+  // vector's allocation per call.
+  absl::InlinedVector<grpc::Slice, 2> slices_;
   size_t slice_ = 0;
   size_t offset_ = 0;
   size_t remaining_ = 0;

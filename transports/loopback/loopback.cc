@@ -356,7 +356,7 @@ class LoopbackClient final : public Client {
   void StartExchange(size_t server, int request, int reply, uint64_t tag) override;
   absl::StatusOr<Completion> Next(absl::Time deadline) override;
 
-  ClientCounts Counts() const override { return {"loopback", moved_.Read(), {}, ProcessGrpcPayloadCalls().Read()}; }
+  ClientCounts Counts() const override { return {"loopback", moved_.Read(), {}, ProcessGrpcPayloadCalls()}; }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override {
     auto core = server < peers_.size() ? peers_[server].core.lock() : nullptr;
     if (!core) return absl::UnavailableError(absl::StrCat("PS ", server_address(server), ": not serving"));
