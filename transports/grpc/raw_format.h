@@ -54,6 +54,10 @@ absl::StatusOr<RawAck> DecodeAck(const grpc::ByteBuffer& buffer);
 class SliceReader {
  public:
   explicit SliceReader(const grpc::ByteBuffer& buffer);
+  // Spans it hands out may point into its own slices (an inlined slice keeps its bytes in
+  // itself): it stays where it is.
+  SliceReader(const SliceReader&) = delete;
+  SliceReader& operator=(const SliceReader&) = delete;
   size_t remaining() const { return remaining_; }
   // Copies the next n bytes (for headers). False if fewer remain.
   bool Read(void* dst, size_t n);
