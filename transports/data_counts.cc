@@ -20,17 +20,17 @@ Registry& TheRegistry() {
 
 }  // namespace
 
-GrpcCallTally::GrpcCallTally() {
+GrpcCallTally::GrpcCallTally() : DataTally(kOneWriter) {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mu);
-  r.live.push_back(&tally_);
+  r.live.push_back(this);
 }
 
 GrpcCallTally::~GrpcCallTally() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mu);
-  r.live.erase(std::find(r.live.begin(), r.live.end(), &tally_));
-  r.gone = r.gone + tally_.Read();
+  r.live.erase(std::find(r.live.begin(), r.live.end(), this));
+  r.gone = r.gone + Read();
 }
 
 DataCounts ProcessGrpcPayloadCalls() {

@@ -106,17 +106,10 @@ DataCounts ProcessGrpcPayloadCalls();
 
 // A gRPC client's tally, counted in ProcessGrpcPayloadCalls from construction on; what it
 // counted stays there after it is destroyed.
-class GrpcCallTally {
+class GrpcCallTally : public DataTally {
  public:
   GrpcCallTally();
   ~GrpcCallTally();
-  GrpcCallTally(const GrpcCallTally&) = delete;
-  GrpcCallTally& operator=(const GrpcCallTally&) = delete;
-  DataTally& tally() { return tally_; }
-  const DataTally& tally() const { return tally_; }
-
- private:
-  DataTally tally_{DataTally::kOneWriter};
 };
 
 }  // namespace psbench

@@ -248,7 +248,7 @@ class GrpcClient final : public Client {
 
   void StartCall(Call* call, const grpc::ByteBuffer& request) {
     const uint64_t bytes = request.Length(), payload = call->reg->payload->total_bytes();
-    tally_.tally().Sent(bytes, payload);
+    tally_.Sent(bytes, payload);
     if (options_.grpc_api == GrpcApi::kCallback) {
       call->request = request;  // shares the slices
       servers_[call->server]->UnaryCall(&call->context, Method(call->op), grpc::StubOptions(), &call->request,
@@ -374,8 +374,8 @@ class GrpcClient final : public Client {
       // A reply arrived: an echo's or an exchange's carries the request's sizes (checked below).
       const uint64_t bytes = call->response.Length();
       const uint64_t payload = call->op == Op::kPush ? 0 : call->reg->payload->total_bytes();
-      tally_.tally().Completed();
-      tally_.tally().Received(bytes, payload);
+      tally_.Completed();
+      tally_.Received(bytes, payload);
     }
     Completion done;
     done.tag = call->tag;
@@ -402,7 +402,7 @@ class GrpcClient final : public Client {
     return call;
   }
 
-  ClientCounts Counts() const override { return control_.Counts("grpc", tally_.tally().Read()); }
+  ClientCounts Counts() const override { return control_.Counts("grpc", tally_.Read()); }
   absl::StatusOr<ServerInfo> GetInfo(size_t server) override { return control_.GetInfo(server); }
   uint64_t max_message_bytes(size_t server) const override { return control_.max_message_bytes(server); }
   absl::Status Barrier(const std::string& name, int parties, int worker_index,

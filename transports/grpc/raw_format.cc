@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -61,8 +62,7 @@ SliceReader::SliceReader(const grpc::ByteBuffer& buffer) {
   } else {
     std::vector<grpc::Slice> all;
     (void)buffer.Dump(&all);
-    slices_.reserve(all.size());
-    for (grpc::Slice& s : all) slices_.push_back(std::move(s));
+    slices_.assign(std::make_move_iterator(all.begin()), std::make_move_iterator(all.end()));
   }
   for (const auto& s : slices_) remaining_ += s.size();
   // Skip empty slices so Consume never looks at one.
@@ -211,7 +211,7 @@ absl::StatusOr<uint64_t> DecodeRawExchange(SliceReader& reader, BlockPool& pool,
                    [&pieces](const std::byte* p, size_t n) { pieces.emplace_back(p, n); });
     // A buffer in one slice is lent in place, unless that slice may be an inlined one: its
     // bytes then live in the reader's own copy of the slice, which dies with the reader.
-    if (pieces.size() == 0 || (pieces.size() == 1 && pieces[0].size() > GRPC_SLICE_INLINED_SIZE)) {
+    if (pieces.empty() || (pieces.size() == 1 && pieces[0].size() > GRPC_SLICE_INLINED_SIZE)) {
       buffers->request.push_back(pieces.empty() ? std::span<const std::byte>() : pieces[0]);
       continue;
     }
