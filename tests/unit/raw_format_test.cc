@@ -119,13 +119,44 @@ TEST(RawFormatTest, ChecksumMismatchNamesTheBuffer) {
   EXPECT_NE(s.message().find("buffer 2 of 3 (1MiB)"), absl::string_view::npos) << s;
 }
 
+std::string AckBytes(uint64_t bytes_received, const std::vector<uint64_t>& checksums) {
+  grpc::Slice ack = EncodeAck(bytes_received, checksums);
+  return std::string(reinterpret_cast<const char*>(ack.begin()), ack.size());
+}
+
 TEST(RawFormatTest, AckRoundTrip) {
-  std::string ack = EncodeAck(12345, {7, 8, 9});
+  std::string ack = AckBytes(12345, {7, 8, 9});
   auto decoded = DecodeAck(Fragmented(ack, 3));
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->bytes_received, 12345u);
   EXPECT_EQ(decoded->checksums, (std::vector<uint64_t>{7, 8, 9}));
   EXPECT_FALSE(DecodeAck(Fragmented(ack.substr(0, 20), 3)).ok());
+}
+
+// An ack in one slice (as gRPC nearly always hands it over) is read in place; in one slice or
+// fragmented, every cut, an extra byte and a wrong magic or count are refused alike.
+TEST(RawFormatTest, AckInOneSliceOrFragmentedIsCheckedAlike) {
+  for (const std::vector<uint64_t>& checksums : {std::vector<uint64_t>{}, std::vector<uint64_t>{7, 8, 9}}) {
+    const std::string ack = AckBytes(4096, checksums);
+    for (size_t piece : {ack.size(), size_t{5}}) {
+      SCOPED_TRACE(piece);
+      auto whole = DecodeAck(Fragmented(ack, piece));
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      EXPECT_EQ(whole->bytes_received, 4096u);
+      EXPECT_EQ(whole->checksums, checksums);
+      for (size_t cut = 1; cut < ack.size(); ++cut) {
+        EXPECT_EQ(DecodeAck(Fragmented(ack.substr(0, cut), piece)).status().code(), absl::StatusCode::kDataLoss)
+            << cut;
+      }
+      EXPECT_FALSE(DecodeAck(Fragmented(ack + '\0', piece == ack.size() ? piece + 1 : piece)).ok());
+      std::string bad_magic = ack;
+      bad_magic[0] ^= 1;
+      EXPECT_FALSE(DecodeAck(Fragmented(bad_magic, piece)).ok());
+      std::string more = ack;
+      more[8] += 1;  // the count claims one more checksum than the ack holds
+      EXPECT_FALSE(DecodeAck(Fragmented(more, piece)).ok());
+    }
+  }
 }
 
 }  // namespace

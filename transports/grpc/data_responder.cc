@@ -113,10 +113,9 @@ void DataResponder::RespondRaw(bool echo, grpc::ByteBuffer* request, Finish& fin
     finish(grpc::Status::OK, request);
     return;
   }
-  std::string ack = EncodeAck(header->payload_bytes(), checksums);
-  grpc::Slice slice(ack);
+  grpc::Slice ack = EncodeAck(header->payload_bytes(), checksums);
   counters_->moved.Sent(ack.size(), 0);
-  FinishWithReply(finish, grpc::ByteBuffer(&slice, 1));
+  FinishWithReply(finish, grpc::ByteBuffer(&ack, 1));
 }
 
 // The handler sees each request buffer as one span (DecodeRawExchange): the bytes of the

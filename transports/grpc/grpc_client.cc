@@ -48,6 +48,7 @@ struct Registered {
   const Payload* payload;
   std::string header;
   std::vector<grpc::Slice> slices;  // non-serialized: header, then every buffer
+  uint64_t message_bytes = 0;  // non-serialized: what those slices hold
 };
 
 // An exchange's failure as the PS (or gRPC) reported it: its own code, the PS named.
@@ -197,6 +198,7 @@ class GrpcClient final : public Client {
     }
     // One slice for the header, then one per buffer pointing at the payload's own memory:
     // gRPC sends from it without copying it first.
+    reg->message_bytes = reg->header.size() + payload.total_bytes();
     reg->slices.emplace_back(reg->header.data(), reg->header.size(), grpc::Slice::STATIC_SLICE);
     for (const iovec& v : payload.iov()) {
       reg->slices.emplace_back(v.iov_base, v.iov_len, grpc::Slice::STATIC_SLICE);
@@ -235,20 +237,20 @@ class GrpcClient final : public Client {
     call->reg = registered_[payload].get();
     in_flight_.Add(call);
     const Payload& p = *call->reg->payload;
-    grpc::ByteBuffer request;
     if (options_.mode == WireMode::kNonSerialized) {
       const auto& slices = call->reg->slices;
-      request = grpc::ByteBuffer(slices.data(), slices.size());
-    } else {
-      // Serialized: every buffer copied into the message, as serializing tensors does.
-      request = SerializePayload(p, options_.validate ? &p.checksums() : nullptr);
+      StartCall(call, grpc::ByteBuffer(slices.data(), slices.size()), call->reg->message_bytes);
+      return;
     }
-    StartCall(call, request);
+    // Serialized: every buffer copied into the message, as serializing tensors does.
+    grpc::ByteBuffer request = SerializePayload(p, options_.validate ? &p.checksums() : nullptr);
+    StartCall(call, request, request.Length());
   }
 
-  void StartCall(Call* call, const grpc::ByteBuffer& request) {
-    const uint64_t bytes = request.Length(), payload = call->reg->payload->total_bytes();
-    tally_.Sent(bytes, payload);
+  // Starts `call` sending `request`, of `bytes` (known to the caller: gRPC would walk the
+  // slices to count them).
+  void StartCall(Call* call, const grpc::ByteBuffer& request, uint64_t bytes) {
+    tally_.Sent(bytes, call->reg->payload->total_bytes());
     if (options_.grpc_api == GrpcApi::kCallback) {
       call->request = request;  // shares the slices
       servers_[call->server]->UnaryCall(&call->context, Method(call->op), grpc::StubOptions(), &call->request,
@@ -304,10 +306,11 @@ class GrpcClient final : public Client {
                                          options_.validate ? &call->sent_checksums : nullptr);
       std::vector<grpc::Slice> slices = req->slices;
       slices[0] = grpc::Slice(call->header.data(), call->header.size(), grpc::Slice::STATIC_SLICE);
-      StartCall(call, grpc::ByteBuffer(slices.data(), slices.size()));
+      StartCall(call, grpc::ByteBuffer(slices.data(), slices.size()), call->header.size() + p.total_bytes());
       return;
     }
-    StartCall(call, SerializePayload(p, options_.validate ? &call->sent_checksums : nullptr));
+    grpc::ByteBuffer message = SerializePayload(p, options_.validate ? &call->sent_checksums : nullptr);
+    StartCall(call, message, message.Length());
   }
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {

@@ -44,14 +44,16 @@ std::string EncodePayloadHeader(const std::vector<uint64_t>& sizes,
   return out;
 }
 
-std::string EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums) {
+grpc::Slice EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums) {
   FixedHeader fixed{kAckMagic, 0, static_cast<uint32_t>(checksums.size()), 0};
-  std::string out;
-  out.reserve(sizeof(fixed) + sizeof(bytes_received) + checksums.size() * sizeof(uint64_t));
-  Append(out, &fixed, sizeof(fixed));
-  Append(out, &bytes_received, sizeof(bytes_received));
-  Append(out, checksums.data(), checksums.size() * sizeof(uint64_t));
-  return out;
+  // Written straight into the slice gRPC sends: no string to build and copy per ack.
+  const size_t checksum_bytes = checksums.size() * sizeof(uint64_t);
+  grpc_slice slice = grpc_slice_malloc(sizeof(fixed) + sizeof(bytes_received) + checksum_bytes);
+  uint8_t* out = GRPC_SLICE_START_PTR(slice);
+  std::memcpy(out, &fixed, sizeof(fixed));
+  std::memcpy(out + sizeof(fixed), &bytes_received, sizeof(bytes_received));
+  if (checksum_bytes > 0) std::memcpy(out + sizeof(fixed) + sizeof(bytes_received), checksums.data(), checksum_bytes);
+  return grpc::Slice(slice, grpc::Slice::STEAL_REF);
 }
 
 SliceReader::SliceReader(const grpc::ByteBuffer& buffer) {
@@ -79,17 +81,36 @@ bool SliceReader::Read(void* dst, size_t n) {
 }
 
 absl::StatusOr<RawAck> DecodeAck(const grpc::ByteBuffer& buffer) {
-  SliceReader reader(buffer);
+  auto malformed = [] { return absl::DataLossError("malformed acknowledgement from the PS"); };
   FixedHeader fixed;
   RawAck ack;
+  // An ack is nearly always one slice: read in place, without a SliceReader per call.
+  grpc::Slice one;
+  if (buffer.TrySingleSlice(&one).ok()) {
+    const uint8_t* p = one.begin();
+    const size_t n = one.size();
+    if (n < sizeof(fixed) + sizeof(uint64_t)) return malformed();
+    std::memcpy(&fixed, p, sizeof(fixed));
+    if (fixed.magic != kAckMagic || fixed.count > kMaxBuffers ||
+        n != sizeof(fixed) + sizeof(uint64_t) * (1 + uint64_t{fixed.count})) {
+      return malformed();
+    }
+    std::memcpy(&ack.bytes_received, p + sizeof(fixed), sizeof(uint64_t));
+    ack.checksums.resize(fixed.count);
+    if (fixed.count > 0) {
+      std::memcpy(ack.checksums.data(), p + sizeof(fixed) + sizeof(uint64_t), fixed.count * sizeof(uint64_t));
+    }
+    return ack;
+  }
+  SliceReader reader(buffer);
   if (!reader.Read(&fixed, sizeof(fixed)) || fixed.magic != kAckMagic ||
       fixed.count > kMaxBuffers || !reader.Read(&ack.bytes_received, sizeof(uint64_t))) {
-    return absl::DataLossError("malformed acknowledgement from the PS");
+    return malformed();
   }
   ack.checksums.resize(fixed.count);
   if (!reader.Read(ack.checksums.data(), fixed.count * sizeof(uint64_t)) ||
       reader.remaining() != 0) {
-    return absl::DataLossError("malformed acknowledgement from the PS");
+    return malformed();
   }
   return ack;
 }

@@ -43,7 +43,7 @@ std::string EncodePayloadHeader(const std::vector<uint64_t>& sizes,
                                 const std::vector<uint64_t>* checksums);
 
 // Ack of a push: 16 fixed bytes, bytes received, then the PS's checksum of every buffer.
-std::string EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums);
+grpc::Slice EncodeAck(uint64_t bytes_received, const std::vector<uint64_t>& checksums);
 struct RawAck {
   uint64_t bytes_received = 0;
   std::vector<uint64_t> checksums;
