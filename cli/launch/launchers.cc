@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "bench/scenario_flags.h"
+#include "cli/launch/demux.h"
 #include "inputs/input_file.h"
 
 namespace psbench {
@@ -41,17 +42,6 @@ std::vector<std::string> Distinct(const std::vector<std::string>& hosts) {
     if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
   }
   return out;
-}
-
-// "  12: text" (srun --label, which without --unbuffered forwards whole lines) -> task 12.
-std::vector<ProcessGroup::Line> DemuxSrunLabel(const std::string& line) {
-  absl::string_view rest = absl::StripLeadingAsciiWhitespace(line);
-  size_t colon = rest.find(": ");
-  int task = -1;
-  if (colon == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, colon), &task)) {
-    return {{-1, line}};
-  }
-  return {{task, std::string(rest.substr(colon + 2))}};
 }
 
 }  // namespace
@@ -104,68 +94,6 @@ std::vector<std::pair<int, int>> SrunTaskExits(const std::string& line) {
     for (int t = lo; t <= hi; ++t) out.emplace_back(t, status);
   }
   return out;
-}
-
-// Open MPI's --tag-output tags each chunk it forwards, not each line: a long line arrives in
-// chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks (and of their
-// stderr, "[1,3]<stderr>:") may come between. So the stream is cut at every tag, each piece
-// appended to its rank's line of that stream, and the line is complete at its newline.
-std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemux() {
-  // (rank, 0 stdout | 1 stderr) -> the line so far
-  auto partial = std::make_shared<std::map<std::pair<int, int>, std::string>>();
-  return [partial](const std::string& line) {
-    std::vector<ProcessGroup::Line> out;
-    static const std::string kTagEnds[2] = {"]<stdout>:", "]<stderr>:"};
-    // The next tag at or after `from`: "[" JOB "," RANK "]<stdout>:" (or <stderr>), digits only.
-    struct Tag {
-      size_t open = std::string::npos, after = std::string::npos;
-      int rank = -1, stream = 0;
-    };
-    auto next_tag = [&line](size_t from) {
-      Tag best;
-      for (int stream = 0; stream < 2; ++stream) {
-        const std::string& tag_end = kTagEnds[stream];
-        for (size_t end = line.find(tag_end, from); end != std::string::npos;
-             end = line.find(tag_end, end + 1)) {
-          if (best.open != std::string::npos && end > best.open) break;
-          size_t open = line.rfind('[', end);
-          if (open == std::string::npos || open < from) continue;
-          size_t comma = line.find(',', open);
-          auto digits = [&](size_t a, size_t b) {
-            return a < b && std::all_of(line.begin() + a, line.begin() + b, absl::ascii_isdigit);
-          };
-          int rank = -1;
-          if (comma < end && digits(open + 1, comma) && digits(comma + 1, end) &&
-              absl::SimpleAtoi(line.substr(comma + 1, end - comma - 1), &rank)) {
-            if (best.open == std::string::npos || open < best.open) {
-              best = {open, end + tag_end.size(), rank, stream};
-            }
-            break;
-          }
-        }
-      }
-      return best;
-    };
-    std::pair<int, int> current{-1, 0};
-    std::string untagged;
-    size_t at = 0;
-    while (at <= line.size()) {
-      Tag tag = next_tag(at);
-      bool found = tag.open != std::string::npos;
-      std::string piece = line.substr(at, (found ? tag.open : line.size()) - at);
-      if (current.first >= 0) (*partial)[current] += piece;
-      else untagged += piece;
-      if (!found) break;
-      current = {tag.rank, tag.stream};
-      at = tag.after;
-    }
-    if (!untagged.empty()) out.push_back({-1, untagged, false});
-    if (current.first >= 0) {  // the newline ends the line whose piece came last
-      out.push_back({current.first, std::move((*partial)[current]), current.second == 1});
-      partial->erase(current);
-    }
-    return out;
-  };
 }
 
 std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::string& log, int ranks) {
@@ -352,7 +280,7 @@ class SlurmLauncher : public Launcher {
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
                                      {.capture_stdout = true, .hold_stdin = false, .stderr_to_stdout = workers});
     if (!child.ok()) return child.status();
-    return GroupBehindLauncher(*std::move(child), DemuxSrunLabel, std::move(names), nullptr,
+    return GroupBehindLauncher(*std::move(child), SrunLabelDemux(), std::move(names), nullptr,
                                workers ? MemberExits([](const ProcessGroup::Line& l) {
                                  return l.member < 0 ? SrunTaskExits(l.text) : std::vector<std::pair<int, int>>{};
                                })

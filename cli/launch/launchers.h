@@ -64,10 +64,6 @@ absl::StatusOr<std::unique_ptr<Launcher>> MakeMpirunLauncher(
     std::vector<std::string> slots, const std::string& mpirun,
     const std::vector<std::string>& mpirun_args);
 
-// Reassembles Open MPI's --tag-output stream into each rank's lines, stdout and stderr
-// (exposed for its test).
-std::function<std::vector<ProcessGroup::Line>(const std::string&)> MpirunTagDemux();
-
 // The rank that mpirun's own output names as the cause of a failed job, and what happened
 // to it ("exited on signal 9 (Killed)"); nullopt when it names none below `ranks`.
 std::optional<ProcessGroup::Failure> FailedRankFromMpirunOutput(const std::string& text, int ranks);

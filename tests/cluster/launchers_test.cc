@@ -1,5 +1,6 @@
 // The cluster launchers' parsers: host lists, Slurm's tasks per node, Open MPI's tagged
 // output (chunks of long lines, interleaved ranks) and shell quoting.
+#include "cli/launch/demux.h"
 #include "cli/launch/launchers.h"
 #include "cli/launch/ps_address.h"
 
@@ -98,6 +99,32 @@ TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
   auto untagged = demux("mpirun noticed that process rank 0 exited");
   ASSERT_EQ(untagged.size(), 1u);
   EXPECT_EQ(untagged[0].member, -1);
+}
+
+// srun labels each 1024-byte chunk of a long line as a line of its own and ends the line with
+// a shorter chunk (an empty one after 1024 x k bytes); tasks' chunks may interleave.
+TEST(SrunLabelDemuxTest, ChunksOfALongLineAreJoinedPerTask) {
+  auto demux = SrunLabelDemux();
+  const std::string a(3000, 'a'), b(1024, 'b');
+  EXPECT_TRUE(demux("1: " + a.substr(0, 1024)).empty());
+  EXPECT_TRUE(demux(" 0: " + b).empty());
+  EXPECT_TRUE(demux("1: " + a.substr(1024, 1024)).empty());
+  auto short_line = demux("12: short");
+  ASSERT_EQ(short_line.size(), 1u);
+  EXPECT_EQ(short_line[0].member, 12);
+  EXPECT_EQ(short_line[0].text, "short");
+  auto first = demux("1: " + a.substr(2048));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].member, 1);
+  EXPECT_EQ(first[0].text, a);
+  auto second = demux(" 0: ");  // ends a line of exactly 1024 bytes
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].member, 0);
+  EXPECT_EQ(second[0].text, b);
+  auto own = demux("srun: error: node1: task 1: Killed");
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].member, -1);
+  EXPECT_EQ(own[0].text, "srun: error: node1: task 1: Killed");
 }
 
 TEST(SrunTaskExitsTest, SignalsExitCodesAndRanges) {

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 
 #include "tests/integration/run_helpers.h"
@@ -419,6 +420,21 @@ TEST_F(SlurmTest, UnknownPsInterfaceFailsClearly) {
   EXPECT_FALSE(r.timed_out) << r.Describe();
   EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "nosuch0")) << r.Describe();
+}
+
+// srun forwards a line longer than 1 KiB in labelled chunks: the PS's fatal line, here over
+// 2 KiB for the name it could not resolve, still reaches the user whole, as one line.
+TEST_F(SlurmTest, AFatalLineLongerThanSrunsChunksComesWhole) {
+  const std::string name(2500, 'n');
+  RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--ps-interface=" + name})), seconds(90));
+  EXPECT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  std::vector<std::string> lines = Lines(r.err);
+  auto whole = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) {
+    return Contains(l, "--listen=" + name + " is not an address");
+  });
+  EXPECT_NE(whole, lines.end()) << r.Describe();
+  for (const std::string& l : lines) EXPECT_FALSE(absl::StartsWith(l, "PS 0: nnn")) << "a chunk passed on alone";
 }
 
 TEST_F(SlurmNoClusterTest, OutsideAnAllocationSaysHowToSubmit) {
