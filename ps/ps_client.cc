@@ -16,6 +16,18 @@ uint64_t Fnv1a(const std::string& text) {
   return h;
 }
 
+// Registers an exchange's request and reply with the transport, for the run.
+absl::Status RegisterExchange(Client& client, const Payload& request, const Payload& reply, int* request_id,
+                              int* reply_id) {
+  auto req = client.Register(request);
+  if (!req.ok()) return req.status();
+  *request_id = *req;
+  auto rep = client.Register(reply);
+  if (!rep.ok()) return rep.status();
+  *reply_id = *rep;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
@@ -63,12 +75,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(Client& client,
       ps->outgoing_[t] = reinterpret_cast<float*>(shard.request_memory->mutable_buffer(k + 1).data());
       ps->incoming_[t] = reinterpret_cast<float*>(shard.reply_memory->mutable_buffer(k + 1).data());
     }
-    auto request = client.Register(*shard.request);
-    if (!request.ok()) return request.status();
-    shard.request_id = *request;
-    auto reply = client.Register(*shard.reply);
-    if (!reply.ok()) return reply.status();
-    shard.reply_id = *reply;
+    if (absl::Status s = RegisterExchange(client, *shard.request, *shard.reply, &shard.request_id, &shard.reply_id);
+        !s.ok()) {
+      return s;
+    }
   }
   return ps;
 }
@@ -137,12 +147,10 @@ absl::Status PsClient::MakeParts(const std::vector<uint64_t>& tensor_bytes) {
     shard.reply_view = Payload::View(*shard.reply_memory, whole);
     shard.request = shard.request_view.get();
     shard.reply = shard.reply_view.get();
-    auto request = client_.Register(*shard.request);
-    if (!request.ok()) return request.status();
-    shard.request_id = *request;
-    auto reply = client_.Register(*shard.reply);
-    if (!reply.ok()) return reply.status();
-    shard.reply_id = *reply;
+    if (absl::Status s = RegisterExchange(client_, *shard.request, *shard.reply, &shard.request_id, &shard.reply_id);
+        !s.ok()) {
+      return s;
+    }
     size_t next = n + 1;  // the first part's header buffer
     for (size_t i : parts_on[p]) {
       PartPayloads& part = parts_[i];
@@ -157,12 +165,10 @@ absl::Status PsClient::MakeParts(const std::vector<uint64_t>& tensor_bytes) {
       part.request = Payload::View(*shard.request_memory, buffers);
       part.reply = Payload::View(*shard.reply_memory, buffers);
       next += 2;
-      auto part_request = client_.Register(*part.request);
-      if (!part_request.ok()) return part_request.status();
-      part.request_id = *part_request;
-      auto part_reply = client_.Register(*part.reply);
-      if (!part_reply.ok()) return part_reply.status();
-      part.reply_id = *part_reply;
+      if (absl::Status s = RegisterExchange(client_, *part.request, *part.reply, &part.request_id, &part.reply_id);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   return absl::OkStatus();
