@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "worker/trainer/numerics.h"
 
 ABSL_FLAG(std::string, trainer, "",
           "train this model through the PS instead of sending payloads: alexnet, overfeat, "
@@ -60,14 +61,11 @@ absl::StatusOr<TrainerSettings> TrainerSettingsFromFlags(std::optional<std::stri
   if (s.model.empty())
     return absl::InvalidArgumentError(model_flag ? "--model is required (e.g. --model=vgg11)"
                                                  : "--trainer needs a model name (e.g. --trainer=vgg11)");
-  if (s.math != "fp32" && s.math != "tf32" && s.math != "bf16")
-    return absl::InvalidArgumentError("--math must be fp32, tf32 or bf16");
-  if (s.math != "fp32" && s.engine != "gpu")
-    return absl::InvalidArgumentError("--math=" + s.math + " needs --engine=gpu: the CPU engine computes in fp32");
-  if (s.layout != "auto" && s.layout != "nchw" && s.layout != "nhwc")
-    return absl::InvalidArgumentError("--layout must be auto, nchw or nhwc");
-  if (s.layout != "auto" && s.engine != "gpu")
-    return absl::InvalidArgumentError("--layout=" + s.layout + " needs --engine=gpu: oneDNN picks each layer's layout");
+  absl::StatusOr<trainer::Math> math = trainer::ParseMath(s.math);
+  if (!math.ok()) return math.status();
+  absl::StatusOr<trainer::Layout> layout = trainer::ParseLayout(s.layout);
+  if (!layout.ok()) return layout.status();
+  if (absl::Status st = trainer::CheckEngineTakes(s.engine, *math, *layout); !st.ok()) return st;
   if (s.batch < 1 || s.batch > 4096) return absl::InvalidArgumentError("--batch must be in [1, 4096]");
   if (s.threads < 0 || s.threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   if (s.steps < 1 || s.steps > 1000000) return absl::InvalidArgumentError("--steps must be in [1, 1000000]");

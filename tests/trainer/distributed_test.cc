@@ -187,9 +187,9 @@ TEST_F(DistributedTrainingTest, BadTrainerFlagsAreRefused) {
       {{"--trainer=tiny", "--benchmark=latency"}, "does not apply to --trainer"},
       {{"--trainer=tiny", "--steps=0"}, "--steps must be in"},
       {{"--trainer=tiny", "--math=tf32"}, "--math=tf32 needs --engine=gpu"},
-      {{"--trainer=tiny", "--math=fp16"}, "--math must be fp32, tf32 or bf16"},
+      {{"--trainer=tiny", "--math=fp16"}, "--math: 'fp16' is not one of fp32, tf32, bf16"},
       {{"--trainer=tiny", "--layout=nhwc"}, "--layout=nhwc needs --engine=gpu"},
-      {{"--trainer=tiny", "--engine=gpu", "--layout=chwn"}, "--layout must be auto, nchw or nhwc"},
+      {{"--trainer=tiny", "--engine=gpu", "--layout=chwn"}, "--layout: 'chwn' is not one of auto, nchw, nhwc"},
   };
   for (const Case& c : cases) {
     RunResult r = RunCommand(RunArgv(c.flags), seconds(60));

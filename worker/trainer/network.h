@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "worker/trainer/model.h"
+#include "worker/trainer/numerics.h"
 
 namespace psbench::trainer {
 
@@ -45,20 +46,6 @@ struct StagingTimes {
   double device_to_host_s = 0;  // gradient copies, summed (they overlap the backward pass)
   double exposed_s = 0;         // of those, after the backward pass's last kernel: on the step
 };
-
-// The arithmetic an engine uses: fp32 everywhere, TF32 tensor cores for convolutions and
-// matrix products (FP32 storage), or bf16 compute.
-enum class Math { kFp32, kTf32, kBf16 };
-absl::StatusOr<Math> ParseMath(absl::string_view name);
-const char* MathName(Math math);
-
-// How the GPU engine lays out activations and convolution filters on the device: NCHW with
-// KCRS filters, or NHWC ("channels last") with KRSC filters, which tensor-core kernels read
-// without transposing. kAuto: NHWC for tf32, NCHW for fp32 (whose fastest algorithms,
-// Winograd and FFT, are NCHW only). Host buffers are NCHW/KCRS either way.
-enum class Layout { kAuto, kNchw, kNhwc };
-absl::StatusOr<Layout> ParseLayout(absl::string_view name);
-const char* LayoutName(Layout layout);
 
 class Network {
  public:
