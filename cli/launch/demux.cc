@@ -10,15 +10,15 @@
 #include "absl/strings/strip.h"
 
 namespace psbench {
+namespace {
 
 // Open MPI's --tag-output tags each chunk it forwards, not each line: a long line arrives in
 // chunks, "[1,3]<stdout>:{...[1,3]<stdout>:...}", and chunks of other ranks (and of their
 // stderr, "[1,3]<stderr>:") may come between. So the stream is cut at every tag, each piece
 // appended to its rank's line of that stream, and the line is complete at its newline.
-Demux MpirunTagDemux() {
-  // (rank, 0 stdout | 1 stderr) -> the line so far
-  auto partial = std::make_shared<std::map<std::pair<int, int>, std::string>>();
-  return [partial](const std::string& line) {
+class MpirunTags final : public Demux {
+ public:
+  std::vector<ProcessGroup::Line> Take(const std::string& line) override {
     std::vector<ProcessGroup::Line> out;
     static const std::string kTagEnds[2] = {"]<stdout>:", "]<stderr>:"};
     // The next tag at or after `from`: "[" JOB "," RANK "]<stdout>:" (or <stderr>), digits only.
@@ -58,7 +58,7 @@ Demux MpirunTagDemux() {
       Tag tag = next_tag(at);
       bool found = tag.open != std::string::npos;
       std::string piece = line.substr(at, (found ? tag.open : line.size()) - at);
-      if (current.first >= 0) (*partial)[current] += piece;
+      if (current.first >= 0) partial_[current] += piece;
       else untagged += piece;
       if (!found) break;
       current = {tag.rank, tag.stream};
@@ -66,19 +66,30 @@ Demux MpirunTagDemux() {
     }
     if (!untagged.empty()) out.push_back({-1, untagged, false});
     if (current.first >= 0) {  // the newline ends the line whose piece came last
-      out.push_back({current.first, std::move((*partial)[current]), current.second == 1});
-      partial->erase(current);
+      out.push_back({current.first, std::move(partial_[current]), current.second == 1});
+      partial_.erase(current);
     }
     return out;
-  };
-}
+  }
 
-Demux SrunLabelDemux() {
-  constexpr size_t kChunk = 1024;  // srun's (Slurm 22.05's) MAX_MSG_LEN for labelled output
-  // A line longer than this is passed on in pieces of this size rather than held without bound.
-  constexpr size_t kMaxLine = 64 << 20;
-  auto partial = std::make_shared<std::map<int, std::string>>();  // task -> its line so far
-  return [partial](const std::string& line) -> std::vector<ProcessGroup::Line> {
+  std::vector<ProcessGroup::Line> Flush() override {
+    std::vector<ProcessGroup::Line> out;
+    for (auto& [key, text] : partial_) out.push_back({key.first, std::move(text), key.second == 1});
+    partial_.clear();
+    return out;
+  }
+
+ private:
+  std::map<std::pair<int, int>, std::string> partial_;  // (rank, 0 stdout | 1 stderr) -> the line so far
+};
+
+// srun --label: see SrunLabelDemux.
+class SrunLabels final : public Demux {
+ public:
+  std::vector<ProcessGroup::Line> Take(const std::string& line) override {
+    constexpr size_t kChunk = 1024;  // srun's (Slurm 22.05's) MAX_MSG_LEN for labelled output
+    // A line longer than this is passed on in pieces of this size rather than held without bound.
+    constexpr size_t kMaxLine = 64 << 20;
     absl::string_view rest = absl::StripLeadingAsciiWhitespace(line);
     const size_t colon = rest.find(": ");
     int task = -1;
@@ -86,13 +97,29 @@ Demux SrunLabelDemux() {
       return {{-1, line}};  // srun's own words
     }
     const absl::string_view chunk = rest.substr(colon + 2);
-    std::string& so_far = (*partial)[task];
+    std::string& so_far = partial_[task];
     so_far.append(chunk.data(), chunk.size());
     if (chunk.size() == kChunk && so_far.size() < kMaxLine) return {};
     std::vector<ProcessGroup::Line> out = {{task, std::move(so_far)}};
-    partial->erase(task);
+    partial_.erase(task);
     return out;
-  };
-}
+  }
+
+  std::vector<ProcessGroup::Line> Flush() override {
+    std::vector<ProcessGroup::Line> out;
+    for (auto& [task, text] : partial_) out.push_back({task, std::move(text)});
+    partial_.clear();
+    return out;
+  }
+
+ private:
+  std::map<int, std::string> partial_;  // task -> its line so far
+};
+
+}  // namespace
+
+std::unique_ptr<Demux> MpirunTagDemux() { return std::make_unique<MpirunTags>(); }
+
+std::unique_ptr<Demux> SrunLabelDemux() { return std::make_unique<SrunLabels>(); }
 
 }  // namespace psbench

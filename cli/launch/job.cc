@@ -128,7 +128,7 @@ class Gatherer {
            int num_ps, absl::Duration budget, const Scenario& s, size_t plans, bool keep_survivors)
       : workers_(workers), ps_(ps), first_(first_worker), num_workers_(num_workers),
         num_ps_(num_ps), budget_(budget), deadline_(absl::Now() + budget), scenario_(s), plans_(plans),
-        keep_survivors_(keep_survivors), records_(num_workers), finished_(num_workers) {}
+        keep_survivors_(keep_survivors), records_(num_workers), pending_(num_workers), finished_(num_workers) {}
 
   // Reads until every worker's stdout has closed, or the run fails.
   absl::Status Run() {
@@ -154,7 +154,7 @@ class Gatherer {
   // After Run: the first worker that failed while its PS kept serving the others.
   const absl::Status& lost() const { return lost_; }
   // Whether worker w wrote every record it owes.
-  bool Complete(int w) const { return records_[w].size() == plans_; }
+  bool Complete(int w) const { return records_[w].size() == plans_ && pending_[w].empty(); }
   std::vector<std::vector<Record>>& records() { return records_; }
 
  private:
@@ -245,17 +245,25 @@ class Gatherer {
       return;
     }
     if (w >= num_workers_) return;
-    if (absl::StartsWith(line.text, kProgressPrefix)) {
+    if (pending_[w].empty() && absl::StartsWith(line.text, kProgressPrefix)) {
       RunStatus::Get().Update(w, line.text.substr(kProgressPrefix.size()));
       return;
     }
-    // A record is one JSON line (srun's and mpirun's chunks of it are joined by their demux).
-    // Text that is not JSON (a line cut short by the worker's death) is passed on below; the
-    // worker then lacks that record.
-    json parsed = absl::StartsWith(line.text, "{") ? json::parse(line.text, nullptr, /*allow_exceptions=*/false)
-                                                   : json(json::value_t::discarded);
-    if (!parsed.is_discarded()) {
-      auto record = RecordFromJson(parsed);
+    // Their demux joins the chunks srun and mpirun forward a long line in, but srun, flushing
+    // a task that exits, may still cut its last output anywhere: a record may come in pieces,
+    // so a worker's text is gathered until it parses.
+    if (absl::StartsWith(line.text, "{") || !pending_[w].empty()) {
+      constexpr size_t kMaxRecordBytes = 64 << 20;
+      pending_[w] += line.text;
+      if (!json::accept(pending_[w])) {
+        if (pending_[w].size() > kMaxRecordBytes) {
+          failure_ = absl::DataLossError(absl::StrCat("worker ", w, " printed ", pending_[w].size(),
+                                                      " bytes that are not a JSON record"));
+        }
+        return;
+      }
+      auto record = RecordFromJson(json::parse(pending_[w]));
+      pending_[w].clear();
       if (!record.ok() || !(record->benchmark || record->kind)) {
         failure_ = absl::DataLossError(absl::StrCat(
             "worker ", w, " printed a JSON line that is not a psbench record",
@@ -279,6 +287,7 @@ class Gatherer {
   const size_t plans_;  // the records each worker owes
   const bool keep_survivors_;
   std::vector<std::vector<Record>> records_;
+  std::vector<std::string> pending_;
   std::vector<bool> finished_;  // exited non-zero with every record written
   absl::Status failure_, lost_;
 };

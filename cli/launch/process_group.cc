@@ -113,7 +113,7 @@ class ChildGroup : public ProcessGroup {
 
 class LauncherGroup : public ProcessGroup {
  public:
-  LauncherGroup(ChildProcess launcher, Demux demux, std::vector<std::string> names,
+  LauncherGroup(ChildProcess launcher, std::unique_ptr<Demux> demux, std::vector<std::string> names,
                 FailureNamer name_failure, MemberExits member_exits)
       : launcher_(std::move(launcher)), demux_(std::move(demux)), names_(std::move(names)),
         name_failure_(std::move(name_failure)), member_exits_(std::move(member_exits)) {}
@@ -125,22 +125,10 @@ class LauncherGroup : public ProcessGroup {
       if (!line.ok()) {
         if (line.status().code() != absl::StatusCode::kUnavailable) return line.status();
         closed_ = true;
+        for (Line& l : demux_->Flush()) Deliver(std::move(l));
         continue;
       }
-      for (Line& l : demux_(*line)) {
-        // The launcher's own words, kept (bounded) for naming the member that failed.
-        if (l.member < 0 && own_text_.size() < (1 << 20)) absl::StrAppend(&own_text_, l.text, "\n");
-        if (member_exits_) {
-          auto exits = member_exits_(l);
-          for (auto [member, status] : exits) {
-            exits_.emplace(member, status);
-            if (status != 0 && !first_exit_) first_exit_ = Failure{member, ChildProcess::Describe(status)};
-          }
-          if (l.member >= 0 && !exits.empty()) continue;  // a rank wrapper's report, not the member's
-        }
-        if (KeepFatal(l)) continue;
-        ready_.push_back(std::move(l));
-      }
+      for (Line& l : demux_->Take(*line)) Deliver(std::move(l));
     }
     Line next = std::move(ready_.front());
     ready_.pop_front();
@@ -180,8 +168,24 @@ class LauncherGroup : public ProcessGroup {
   }
 
  private:
+  // One member's complete line: read for what it says of the members, then queued.
+  void Deliver(Line l) {
+    // The launcher's own words, kept (bounded) for naming the member that failed.
+    if (l.member < 0 && own_text_.size() < (1 << 20)) absl::StrAppend(&own_text_, l.text, "\n");
+    if (member_exits_) {
+      auto exits = member_exits_(l);
+      for (auto [member, status] : exits) {
+        exits_.emplace(member, status);
+        if (status != 0 && !first_exit_) first_exit_ = Failure{member, ChildProcess::Describe(status)};
+      }
+      if (l.member >= 0 && !exits.empty()) return;  // a rank wrapper's report, not the member's
+    }
+    if (KeepFatal(l)) return;
+    ready_.push_back(std::move(l));
+  }
+
   ChildProcess launcher_;
-  Demux demux_;
+  std::unique_ptr<Demux> demux_;
   std::vector<std::string> names_;
   FailureNamer name_failure_;
   MemberExits member_exits_;
@@ -210,8 +214,6 @@ bool ProcessGroup::KeepFatal(const Line& line) {
   const size_t member = static_cast<size_t>(line.member);
   if (member >= kMaxMembers) return false;
   if (fatal_.size() <= member) fatal_.resize(member + 1);
-  // (srun forwards output in 1 KiB chunks, each labelled as a line: a longer message keeps
-  // its first chunk here, and the rest is passed on as the member's text.)
   if (!fatal_[member]) fatal_[member] = Fatal{code, std::string(rest.substr(space + 1))};
   if (first_fatal_ < 0) first_fatal_ = static_cast<int>(member);
   return true;
@@ -222,7 +224,7 @@ std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children
   return std::make_unique<ChildGroup>(std::move(children), std::move(describe));
 }
 
-std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
+std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, std::unique_ptr<Demux> demux,
                                                   std::vector<std::string> member_names,
                                                   FailureNamer name_failure, MemberExits member_exits) {
   return std::make_unique<LauncherGroup>(std::move(launcher), std::move(demux),

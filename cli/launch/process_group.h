@@ -85,19 +85,29 @@ using StatusDescriber = std::function<std::string(int)>;
 std::unique_ptr<ProcessGroup> GroupOfChildren(std::vector<ChildProcess> children,
                                               StatusDescriber describe = nullptr);
 
-// One launcher process (srun --label, mpirun --tag-output) whose stdout carries each
-// member's output tagged: `demux` turns each line the launcher prints into the members'
-// complete lines (none, when it only continued a line; member -1 for untagged text).
+// What a launcher that runs many members behind one pipe (srun --label, mpirun --tag-output)
+// prints, split back into each member's complete lines (cli/launch/demux.h).
+class Demux {
+ public:
+  virtual ~Demux() = default;
+  // The lines that `line` of the launcher's output completes: none when it only continued
+  // one; member -1 for the launcher's own words.
+  virtual std::vector<ProcessGroup::Line> Take(const std::string& line) = 0;
+  // Once the launcher's output has ended: what is left of every member's line, as it is.
+  virtual std::vector<ProcessGroup::Line> Flush() = 0;
+};
+
+// One launcher process whose stdout carries each member's output tagged: `demux` turns what
+// it prints into the members' lines.
 // `name_failure`, when given, reads the launcher's own (untagged) output for the member
 // that failed (mpirun names the rank).
 // `member_exits`, when given, reads each line for members that ended and how: the launcher's
 // own words (srun: "task 1: Killed") or a member's (the line a rank's wrapper prints under
 // mpirun, which is then not passed on). MemberStatus then reports them, and 0 for the others
 // once the launcher has exited; Poll and FailedMember count them too.
-using Demux = std::function<std::vector<ProcessGroup::Line>(const std::string&)>;
 using FailureNamer = std::function<std::optional<ProcessGroup::Failure>(const std::string&)>;
 using MemberExits = std::function<std::vector<std::pair<int, int>>(const ProcessGroup::Line&)>;
-std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, Demux demux,
+std::unique_ptr<ProcessGroup> GroupBehindLauncher(ChildProcess launcher, std::unique_ptr<Demux> demux,
                                                   std::vector<std::string> member_names,
                                                   FailureNamer name_failure = nullptr,
                                                   MemberExits member_exits = nullptr);

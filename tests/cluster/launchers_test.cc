@@ -80,7 +80,7 @@ TEST(SlurmTasksPerNodeTest, RepeatsExpand) {
 
 TEST(MpirunTagDemuxTest, WholeLinesPassThrough) {
   auto demux = MpirunTagDemux();
-  auto lines = demux("[1,2]<stdout>:{\"a\":[1,2]}");
+  auto lines = demux->Take("[1,2]<stdout>:{\"a\":[1,2]}");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].member, 2);
   EXPECT_EQ(lines[0].text, "{\"a\":[1,2]}");
@@ -90,13 +90,13 @@ TEST(MpirunTagDemuxTest, WholeLinesPassThrough) {
 // may come between them, and a newline ends the line of the rank whose piece came last.
 TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
   auto demux = MpirunTagDemux();
-  EXPECT_TRUE(demux("[1,1]<stdout>:{\"x\":555.00[1,1]<stdout>:5,\"y\":[3,4][1,0]<stdout>:listening on a:1").size() == 1);
-  auto lines = demux("[1,1]<stdout>:}");
+  EXPECT_TRUE(demux->Take("[1,1]<stdout>:{\"x\":555.00[1,1]<stdout>:5,\"y\":[3,4][1,0]<stdout>:listening on a:1").size() == 1);
+  auto lines = demux->Take("[1,1]<stdout>:}");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].member, 1);
   EXPECT_EQ(lines[0].text, "{\"x\":555.005,\"y\":[3,4]}");
   // Untagged text (mpirun's own messages) is member -1.
-  auto untagged = demux("mpirun noticed that process rank 0 exited");
+  auto untagged = demux->Take("mpirun noticed that process rank 0 exited");
   ASSERT_EQ(untagged.size(), 1u);
   EXPECT_EQ(untagged[0].member, -1);
 }
@@ -106,25 +106,47 @@ TEST(MpirunTagDemuxTest, ChunksOfOneLineAreJoinedAcrossRanks) {
 TEST(SrunLabelDemuxTest, ChunksOfALongLineAreJoinedPerTask) {
   auto demux = SrunLabelDemux();
   const std::string a(3000, 'a'), b(1024, 'b');
-  EXPECT_TRUE(demux("1: " + a.substr(0, 1024)).empty());
-  EXPECT_TRUE(demux(" 0: " + b).empty());
-  EXPECT_TRUE(demux("1: " + a.substr(1024, 1024)).empty());
-  auto short_line = demux("12: short");
+  EXPECT_TRUE(demux->Take("1: " + a.substr(0, 1024)).empty());
+  EXPECT_TRUE(demux->Take(" 0: " + b).empty());
+  EXPECT_TRUE(demux->Take("1: " + a.substr(1024, 1024)).empty());
+  auto short_line = demux->Take("12: short");
   ASSERT_EQ(short_line.size(), 1u);
   EXPECT_EQ(short_line[0].member, 12);
   EXPECT_EQ(short_line[0].text, "short");
-  auto first = demux("1: " + a.substr(2048));
+  auto first = demux->Take("1: " + a.substr(2048));
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].member, 1);
   EXPECT_EQ(first[0].text, a);
-  auto second = demux(" 0: ");  // ends a line of exactly 1024 bytes
+  auto second = demux->Take(" 0: ");  // ends a line of exactly 1024 bytes
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].member, 0);
   EXPECT_EQ(second[0].text, b);
-  auto own = demux("srun: error: node1: task 1: Killed");
+  auto own = demux->Take("srun: error: node1: task 1: Killed");
   ASSERT_EQ(own.size(), 1u);
   EXPECT_EQ(own[0].member, -1);
   EXPECT_EQ(own[0].text, "srun: error: node1: task 1: Killed");
+  EXPECT_TRUE(demux->Flush().empty());
+}
+
+// What is left of a line when the launcher's output ends is passed on, not lost.
+TEST(SrunLabelDemuxTest, AHeldChunkIsPassedOnAtTheEnd) {
+  auto demux = SrunLabelDemux();
+  EXPECT_TRUE(demux->Take("3: " + std::string(1024, 'x')).empty());
+  auto left = demux->Flush();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].member, 3);
+  EXPECT_EQ(left[0].text, std::string(1024, 'x'));
+  EXPECT_TRUE(demux->Flush().empty());
+}
+
+TEST(MpirunTagDemuxTest, APartialLineIsPassedOnAtTheEnd) {
+  auto demux = MpirunTagDemux();
+  EXPECT_TRUE(demux->Take("[1,2]<stderr>:partial[1,0]<stdout>:whole").size() == 1);
+  auto left = demux->Flush();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].member, 2);
+  EXPECT_TRUE(left[0].from_stderr);
+  EXPECT_EQ(left[0].text, "partial");
 }
 
 TEST(SrunTaskExitsTest, SignalsExitCodesAndRanges) {

@@ -80,7 +80,8 @@ void Ack(std::string_view message, uint8_t cuts) {
   grpc::ByteBuffer buffer = fuzz::Fragmented(message, cuts);
   const absl::StatusOr<RawAck> ack = DecodeAck(buffer);
   if (!ack.ok()) return;
-  const std::string encoded = EncodeAck(ack->bytes_received, ack->checksums);
+  const grpc::Slice slice = EncodeAck(ack->bytes_received, ack->checksums);
+  const std::string encoded(reinterpret_cast<const char*>(slice.begin()), slice.size());
   FUZZ_CHECK(encoded.size() == message.size());
   FUZZ_CHECK(std::memcmp(encoded.data(), message.data(), 4) == 0);
   // Flags and the reserved word are ignored.
