@@ -82,35 +82,24 @@ bool SliceReader::Read(void* dst, size_t n) {
 
 absl::StatusOr<RawAck> DecodeAck(const grpc::ByteBuffer& buffer) {
   auto malformed = [] { return absl::DataLossError("malformed acknowledgement from the PS"); };
-  FixedHeader fixed;
-  RawAck ack;
-  // An ack is nearly always one slice: read in place, without a SliceReader per call.
+  // An ack is small and nearly always one slice: read in place, without a SliceReader per
+  // call; a fragmented one is joined into one slice first.
   grpc::Slice one;
-  if (buffer.TrySingleSlice(&one).ok()) {
-    const uint8_t* p = one.begin();
-    const size_t n = one.size();
-    if (n < sizeof(fixed) + sizeof(uint64_t)) return malformed();
-    std::memcpy(&fixed, p, sizeof(fixed));
-    if (fixed.magic != kAckMagic || fixed.count > kMaxBuffers ||
-        n != sizeof(fixed) + sizeof(uint64_t) * (1 + uint64_t{fixed.count})) {
-      return malformed();
-    }
-    std::memcpy(&ack.bytes_received, p + sizeof(fixed), sizeof(uint64_t));
-    ack.checksums.resize(fixed.count);
-    if (fixed.count > 0) {
-      std::memcpy(ack.checksums.data(), p + sizeof(fixed) + sizeof(uint64_t), fixed.count * sizeof(uint64_t));
-    }
-    return ack;
-  }
-  SliceReader reader(buffer);
-  if (!reader.Read(&fixed, sizeof(fixed)) || fixed.magic != kAckMagic ||
-      fixed.count > kMaxBuffers || !reader.Read(&ack.bytes_received, sizeof(uint64_t))) {
+  if (!buffer.TrySingleSlice(&one).ok() && !buffer.DumpToSingleSlice(&one).ok()) return malformed();
+  const uint8_t* p = one.begin();
+  const size_t n = one.size();
+  FixedHeader fixed;
+  if (n < sizeof(fixed) + sizeof(uint64_t)) return malformed();
+  std::memcpy(&fixed, p, sizeof(fixed));
+  if (fixed.magic != kAckMagic || fixed.count > kMaxBuffers ||
+      n != sizeof(fixed) + sizeof(uint64_t) * (1 + uint64_t{fixed.count})) {
     return malformed();
   }
+  RawAck ack;
+  std::memcpy(&ack.bytes_received, p + sizeof(fixed), sizeof(uint64_t));
   ack.checksums.resize(fixed.count);
-  if (!reader.Read(ack.checksums.data(), fixed.count * sizeof(uint64_t)) ||
-      reader.remaining() != 0) {
-    return malformed();
+  if (fixed.count > 0) {
+    std::memcpy(ack.checksums.data(), p + sizeof(fixed) + sizeof(uint64_t), fixed.count * sizeof(uint64_t));
   }
   return ack;
 }
