@@ -33,6 +33,19 @@ std::optional<double> ComparisonCell::Value(const Figure& f) const {
   return Median(std::move(values));
 }
 
+std::optional<double> ComparisonCell::Spread(const Figure& f) const {
+  if (records.size() < 2) return std::nullopt;
+  std::vector<double> values;
+  for (const Record* r : records) {
+    std::optional<double> v = FigureValue(*r, f);
+    if (!v) return std::nullopt;
+    values.push_back(*v);
+  }
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  if (*low <= 0) return std::nullopt;
+  return *high / *low;
+}
+
 double KeyBytes(const Record& r) { return r.payload_bytes_exact ? r.payload_bytes.value_or(0) : 0; }
 
 void Comparison::Add(const std::string& series, const Record& r) {
@@ -103,7 +116,13 @@ Table ComparisonTable(const Comparison& c, const std::vector<std::string>& serie
                                   kind.lower_is_better ? "below" : "above"));
   }
   if (tail) t.notes.push_back("p99 is shown only with at least 100 iterations (below that it is the maximum).");
-  if (c.repeated) t.notes.push_back("A payload measured more than once in a series shows the median.");
+  const Figure& first = kind.figures.front();
+  if (c.repeated) {
+    t.notes.push_back("A payload measured more than once in a series shows the median.");
+    t.notes.push_back(fmt::format("spread: the largest {} over the smallest, of a series' measurements of a payload "
+                                  "(1.05x: within 5 %).",
+                                  first.Column()));
+  }
 
   const bool loaded = std::any_of(c.rows.begin(), c.rows.end(), [](const auto& row) { return !row.first.load.empty(); });
   t.columns = {"scheme", "bytes"};
@@ -115,7 +134,8 @@ Table ComparisonTable(const Comparison& c, const std::vector<std::string>& serie
   t.groups.push_back({"", t.columns.size()});
   for (const std::string& s : series) {
     for (const Figure& f : kind.figures) t.columns.push_back(f.Column());
-    t.groups.push_back({s, kind.figures.size()});
+    if (c.repeated) t.columns.push_back("spread");
+    t.groups.push_back({s, kind.figures.size() + (c.repeated ? 1 : 0)});
   }
   for (const auto& [a, b] : ratios) {
     for (const Figure* f : compared) t.columns.push_back(f->name);
@@ -134,6 +154,10 @@ Table ComparisonTable(const Comparison& c, const std::vector<std::string>& serie
       for (const Figure& f : kind.figures) {
         std::optional<double> v = cell ? cell->Value(f) : std::nullopt;
         row.push_back(v ? fmt::format("{:.{}f}", *v, f.decimals) : "-");
+      }
+      if (c.repeated) {
+        std::optional<double> spread = cell ? cell->Spread(first) : std::nullopt;
+        row.push_back(spread ? RatioText(*spread) : "-");
       }
     }
     for (const auto& ab : ratios) {

@@ -38,6 +38,9 @@ struct ComparisonKey {
 struct ComparisonCell {
   std::vector<const Record*> records;
   std::optional<double> Value(const Figure& f) const;
+  // How far apart the measurements are: the largest value over the smallest. None for one
+  // record, a figure a record cannot give, or a smallest of 0.
+  std::optional<double> Spread(const Figure& f) const;
 };
 
 using ComparisonCells = std::map<std::string, ComparisonCell>;  // series -> cell
@@ -66,8 +69,9 @@ std::optional<double> CellRatio(const ComparisonCells& cells, const std::pair<st
 // "1.25x"
 std::string RatioText(double ratio);
 
-// The table: a column group per series with the benchmark's figures, then a group "B / A"
-// per ratio with its compared figures. `notes` (how it was measured) follow what the figures
+// The table: a column group per series with the benchmark's figures (and, where a payload
+// was measured more than once, the spread of the first), then a group "B / A" per ratio with
+// its compared figures. `notes` (how it was measured) follow what the figures
 // are.
 Table ComparisonTable(const Comparison& c, const std::vector<std::string>& series,
                       const std::vector<std::pair<std::string, std::string>>& ratios,

@@ -48,6 +48,11 @@ const std::vector<Rule>& Rules() {
                 (s.benchmark == Benchmark::kLatency || s.benchmark == Benchmark::kThroughput);
        },
        "applies to --benchmark=latency and --benchmark=throughput only (open-loop load)"},
+      // Repeated runs are summarized by payload: the payload benchmarks' figures.
+      {{"repetitions"},
+       [](const RunShape& s) { return s.kind == Kind::kTour || s.kind == Kind::kBenchmark; },
+       "applies to the payload benchmarks only (latency, bandwidth, throughput), not to "
+       "--trainer or --benchmark=updates"},
       {{"outstanding"},
        [](const RunShape& s) { return Runs(s, Benchmark::kThroughput); },
        "applies to --benchmark=throughput only (payloads outstanding per PS)"},

@@ -278,12 +278,21 @@ void TablePrinter::Print(const Record& r) {
     header += fmt::format("\n# tensors placed by bytes: {}", absl::StrJoin(parts, " | "));
   }
   StreamingTable table(out_, kind->row_columns);
-  if (header != last_header_) {
+  const bool new_header = header != last_header_;
+  if (new_header) {
     if (!last_header_.empty()) fmt::print(out_, "\n");
     fmt::print(out_, "{}\n", header);
     table.PrintHeader();
     last_header_ = header;
   }
+  // --repetitions: the rows of each repetition under a line of their own.
+  std::string repetition;
+  if (auto it = r.extra.find("repetition"); it != r.extra.end() && it->is_object()) {
+    repetition = fmt::format("# repetition {}/{}", static_cast<int>(JsonNumberAt(*it, "index")),
+                             static_cast<int>(JsonNumberAt(*it, "of")));
+  }
+  if (!repetition.empty() && (new_header || repetition != last_repetition_)) fmt::print(out_, "{}\n", repetition);
+  last_repetition_ = repetition;
   table.PrintRow(kind->row(r));
 }
 

@@ -50,6 +50,7 @@ class TablePrinter {
  private:
   std::FILE* out_;
   std::string last_header_;
+  std::string last_repetition_;
 };
 
 }  // namespace psbench

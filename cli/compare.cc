@@ -57,14 +57,31 @@ std::string MeasurementNote(const std::vector<CompareEntry>& entries, const Comp
          (r.Tls().value_or(false) ? "on" : "off") + ".";
 }
 
-// The comparison tables: one per benchmark, the same table psbench report shows, with each
-// later entry's ratios to the first.
+}  // namespace
+
+void MarkRepetition(std::vector<Record>& records, int index, int of) {
+  if (of <= 1) return;
+  for (Record& r : records) r.extra["repetition"] = {{"index", index}, {"of", of}};
+}
+
+std::string RepetitionText(int index, int of) {
+  return of <= 1 ? std::string() : absl::StrCat(" (repetition ", index, "/", of, ")");
+}
+
 void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
-                     const std::vector<std::vector<Record>>& headlines) {
+                     const std::vector<std::vector<Record>>& headlines, int repetitions) {
   const std::vector<std::string> labels = Labels(entries);
   const bool one_mode = entries[0].label == entries[0].transport;
-  fmt::print(out, "\n# psbench comparison: {} (baseline = {}){}\n", absl::StrJoin(labels, " | "), labels[0],
-             one_mode ? absl::StrCat(" | mode ", std::string(WireModeName(entries[0].mode))) : std::string());
+  const std::string mode = one_mode ? absl::StrCat(" | mode ", std::string(WireModeName(entries[0].mode))) : "";
+  if (entries.size() == 1) {
+    fmt::print(out, "\n# psbench repetitions: {}{} | {} runs of each, fresh processes for each\n", labels[0], mode,
+               repetitions);
+  } else {
+    fmt::print(out, "\n# psbench comparison: {} (baseline = {}){}{}\n", absl::StrJoin(labels, " | "), labels[0],
+               mode,
+               repetitions > 1 ? absl::StrCat(" | ", repetitions, " repetitions, the entries alternating")
+                               : std::string());
+  }
   std::vector<std::pair<std::string, std::string>> ratios;
   for (size_t t = 1; t < entries.size(); ++t) ratios.push_back({labels[0], labels[t]});
   for (const BenchmarkKind& kind : BenchmarkKinds()) {
@@ -108,7 +125,8 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
       r.command = command;
       r.timestamp = timestamp;
       if (!key.load.empty()) r.extra["load"] = {{"schedule", key.load}, {"rate_per_s", key.load_rate}};
-      json values = json::object(), ratios = json::object(), iterations = json::array();
+      json values = json::object(), ratios = json::object(), spreads = json::object(), iterations = json::array(),
+           measurements = json::array();
       for (const Figure& f : kind.figures) {
         json v = json::array(), q = json::array();
         for (const CompareEntry& e : entries) {
@@ -120,27 +138,45 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
         }
         values[f.key] = v;
         ratios[f.key] = q;
+        if (c.repeated) {
+          json spread = json::array();
+          for (const CompareEntry& e : entries) {
+            auto cell = cells.find(e.label);
+            std::optional<double> x = cell == cells.end() ? std::nullopt : cell->second.Spread(f);
+            spread.push_back(x ? json(*x) : json(nullptr));
+          }
+          spreads[f.key] = spread;
+        }
       }
       for (const CompareEntry& e : entries) {
         auto cell = cells.find(e.label);
         iterations.push_back(cell == cells.end() ? json(nullptr)
                                                  : json(cell->second.records[0]->iterations.value_or(0)));
+        measurements.push_back(cell == cells.end() ? 0 : cell->second.records.size());
       }
       if (auto b = first.extra.find("buffers"); b != first.extra.end()) r.extra["buffers"] = *b;
       r.extra["transports"] = transports;
-      r.extra["baseline"] = entries[0].label;
-      r.extra["ratio"] = "value / baseline value (ratios[m][i] = values[m][i] / values[m][0])";
+      if (entries.size() > 1) {  // one series (repetitions of one transport) has nothing to divide by
+        r.extra["baseline"] = entries[0].label;
+        r.extra["ratio"] = "value / baseline value (ratios[m][i] = values[m][i] / values[m][0])";
+        r.extra["ratios"] = ratios;
+      }
       r.extra["better"] = kind.lower_is_better ? "lower" : "higher";
       r.extra["values"] = values;
-      r.extra["ratios"] = ratios;
       r.extra["iterations"] = iterations;
+      // A payload measured more than once: values are medians, and each figure's spread is
+      // the largest measurement over the smallest.
+      r.extra["measurements"] = measurements;
+      if (c.repeated) {
+        r.extra["spread"] = spreads;
+        r.extra["value"] = "median of the measurements; spread = largest / smallest";
+      }
       out.push_back(std::move(r));
     }
   }
   return out;
 }
 
-}  // namespace
 
 // Parses "TRANSPORT[/MODE],TRANSPORT[/MODE],...": at least two entries, distinct (transport,
 // mode) pairs, every transport one of TransportNames(). Entries without /MODE use
@@ -208,64 +244,67 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 
 
 
-// Runs every scenario under every entry, entry by entry (fresh processes for each run), then
-// prints the comparison and appends its records. Stops at the first failed run: prints what
-// completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
+// Runs every scenario under every entry (fresh processes for each run), scenario by
+// scenario, the entries alternating within each repetition; then prints the comparison and
+// appends its records. Stops at the first failed run: prints what completed, names the entry
+// on stderr and returns 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
-                  const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
+                  const std::vector<std::pair<Scenario, size_t>>& runs, int repetitions, const RunOne& run_one,
                   const std::string& json_path, const std::string& hdr_out, const std::vector<std::string>& command) {
   // Per entry, the headline records of its runs in run order.
   std::vector<std::vector<Record>> headlines(entries.size());
-  std::vector<size_t> rows_of_run(runs.size(), 0);  // the first entry's headline count per run
-  const size_t total = entries.size() * runs.size();
+  const size_t total = entries.size() * runs.size() * static_cast<size_t>(repetitions);
   std::string failure;
   int exit_code = 0;
-  for (size_t t = 0; t < entries.size() && failure.empty(); ++t) {
-    const CompareEntry& e = entries[t];
-    for (size_t r = 0; r < runs.size(); ++r) {
-      Scenario s = runs[r].first;
-      s.transport = e.transport;
-      s.mode = e.mode;
-      const size_t number = t * runs.size() + r;
-      std::string what = absl::StrCat(std::string(BenchmarkName(s.benchmark)), " ",
-                                      s.sweep ? std::string("sweep")
-                                              : std::string(SchemeName(s.payload.scheme)));
-      absl::Time start = absl::Now();
-      RunStatus::Get().SetRun(static_cast<int>(number) + 1, static_cast<int>(total));
-      auto results = run_one(s, runs[r].second, static_cast<int>(number));
-      std::vector<Record> headline;
-      if (results.ok()) {
-        for (const Record& rec : *results) {
-          if (IsHeadline(rec)) headline.push_back(rec);
+  size_t number = 0;
+  for (size_t r = 0; r < runs.size() && failure.empty(); ++r) {
+    size_t rows_of_run = 0;  // the first entry's headline count of this scenario
+    for (int rep = 0; rep < repetitions && failure.empty(); ++rep) {
+      for (size_t t = 0; t < entries.size(); ++t, ++number) {
+        const CompareEntry& e = entries[t];
+        Scenario s = runs[r].first;
+        s.transport = e.transport;
+        s.mode = e.mode;
+        std::string what = absl::StrCat(std::string(BenchmarkName(s.benchmark)), " ",
+                                        s.sweep ? std::string("sweep") : std::string(SchemeName(s.payload.scheme)));
+        absl::Time start = absl::Now();
+        RunStatus::Get().SetRun(static_cast<int>(number) + 1, static_cast<int>(total));
+        auto results = run_one(s, runs[r].second, static_cast<int>(number));
+        std::vector<Record> headline;
+        if (results.ok()) {
+          MarkRepetition(*results, rep + 1, repetitions);
+          for (const Record& rec : *results) {
+            if (IsHeadline(rec)) headline.push_back(rec);
+          }
+          if (t == 0 && rep == 0) rows_of_run = headline.size();
+          if (headline.size() != rows_of_run) {
+            results = absl::DataLossError(absl::StrCat(headline.size(), " results where ", entries[0].label,
+                                                       " had ", rows_of_run));
+          }
         }
-        if (t == 0) rows_of_run[r] = headline.size();
-        if (t > 0 && headline.size() != rows_of_run[r]) {
-          results = absl::DataLossError(absl::StrCat(headline.size(), " results where ",
-                                                     entries[0].label, " had ", rows_of_run[r]));
-        }
-      }
-      if (!results.ok()) {
-        failure = absl::StrCat("transport ", e.label, ": ", what, ": ",
-                               std::string(results.status().message()));
-        exit_code = FailedRunExitCode(results.status());
-        break;
-      }
-      if (!json_path.empty()) {
-        if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
-          failure = std::string(st.message());
-          exit_code = kExitRuntime;
+        if (!results.ok()) {
+          failure = absl::StrCat("transport ", e.label, ": ", what, RepetitionText(rep + 1, repetitions), ": ",
+                                 std::string(results.status().message()));
+          exit_code = FailedRunExitCode(results.status());
           break;
         }
+        if (!json_path.empty()) {
+          if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
+            failure = std::string(st.message());
+            exit_code = kExitRuntime;
+            break;
+          }
+        }
+        headlines[t].insert(headlines[t].end(), headline.begin(), headline.end());
+        fmt::print("# run {}/{}: {}: {}{} done ({:.1f} s)\n", number + 1, total, e.label, what,
+                   RepetitionText(rep + 1, repetitions), absl::ToDoubleSeconds(absl::Now() - start));
+        std::fflush(stdout);
       }
-      headlines[t].insert(headlines[t].end(), headline.begin(), headline.end());
-      fmt::print("# run {}/{}: {}: {} done ({:.1f} s)\n", number + 1, total, e.label, what,
-                 absl::ToDoubleSeconds(absl::Now() - start));
-      std::fflush(stdout);
     }
   }
   bool any = false;
   for (const auto& h : headlines) any |= !h.empty();
-  if (any) PrintComparison(stdout, entries, headlines);
+  if (any) PrintComparison(stdout, entries, headlines, repetitions);
   std::vector<Record> all;
   for (const auto& h : headlines) all.insert(all.end(), h.begin(), h.end());
   PrintOpenLoop(stdout, all);

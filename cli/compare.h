@@ -1,9 +1,11 @@
-// --transports: one scenario run once per transport (or transport/mode), each with fresh
-// processes on the same slots, and one table of the headline figures with their ratios
-// against the first entry; plus one "kind": "comparison" record per row.
+// --transports: one scenario run once per transport (or transport/mode), or --repetitions
+// times with the entries alternating, each run with fresh processes on the same slots, and
+// one table of the headline figures (medians, when repeated) with their ratios against the
+// first entry; plus one "kind": "comparison" record per row.
 #ifndef PSBENCH_CLI_COMPARE_H_
 #define PSBENCH_CLI_COMPARE_H_
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <utility>
@@ -29,17 +31,36 @@ struct CompareEntry {
 absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& text,
                                                             WireMode default_mode);
 
+// Marks every record as repetition `index` (from 1) of `of`: "repetition": {"index", "of"};
+// nothing when `of` is 1.
+void MarkRepetition(std::vector<Record>& records, int index, int of);
+// " (repetition 2/5)"; "" when `of` is 1.
+std::string RepetitionText(int index, int of);
+
+// The tables of `headlines` (per entry, its headline records in run order): one per
+// benchmark, with each later entry's ratios to the first. One entry's table summarizes its
+// `repetitions`.
+void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
+                     const std::vector<std::vector<Record>>& headlines, int repetitions);
+// The machine-readable rows ("kind": "comparison"): per payload, the figures of every entry,
+// their ratios to the first, and (measured more than once) their spread.
+std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
+                                      const std::vector<std::vector<Record>>& headlines,
+                                      const std::vector<std::string>& command);
+
 // Runs one scenario with fresh processes (the run's number, for its files and run id): its
 // records, stamped.
 using RunOne = std::function<absl::StatusOr<std::vector<Record>>(const Scenario&, size_t plans, int number)>;
 
-// Runs every scenario under every entry, entry by entry, then prints the comparison and
+// Runs every scenario under every entry `repetitions` times, scenario by scenario, the
+// entries alternating within each repetition (A, B, A, B: drift is shared), then prints the
+// comparison and
 // appends its records (and every run's) to `json_path`; open-loop runs print their table per
 // entry and write their histograms under `hdr_out` (bench/hdr_text.h) when it is not empty.
 // Stops at the first failed run: prints what completed, names the entry on stderr and returns
 // 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
-                  const std::vector<std::pair<Scenario, size_t>>& runs, const RunOne& run_one,
+                  const std::vector<std::pair<Scenario, size_t>>& runs, int repetitions, const RunOne& run_one,
                   const std::string& json_path, const std::string& hdr_out, const std::vector<std::string>& command);
 
 }  // namespace psbench

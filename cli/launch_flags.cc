@@ -28,6 +28,11 @@ ABSL_FLAG(std::string, transports, "",
           "repeats; an entry without /MODE uses --mode), each with fresh processes on the same "
           "slots, and print one table of the headline figures with ratios against the first "
           "entry; not with --transport");
+ABSL_FLAG(int, repetitions, 1,
+          "run each benchmark this many times, each with fresh processes (with --transports, "
+          "the entries alternate: A, B, A, B, ...), and print per payload the median and the "
+          "spread (largest / smallest) of its headline figure; every record says which "
+          "repetition it is");
 ABSL_FLAG(std::string, label, "",
           "a name for this run's results (e.g. ipoib, rdma): every record carries it, and "
           "psbench report draws one line per label");
@@ -43,6 +48,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
   o.ps_threads = absl::GetFlag(FLAGS_ps_threads);
   o.timeout = absl::GetFlag(FLAGS_timeout);
   o.label = absl::GetFlag(FLAGS_label);
+  o.repetitions = absl::GetFlag(FLAGS_repetitions);
   o.command = command;
   if (o.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must not be negative (0 = derived from the scenario)");
@@ -50,6 +56,9 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
   if (o.num_ps < 1 || o.num_ps > 64) return absl::InvalidArgumentError("--num-ps must be in [1, 64]");
   if (o.num_workers < 1 || o.num_workers > 256) {
     return absl::InvalidArgumentError("--num-workers must be in [1, 256]");
+  }
+  if (o.repetitions < 1 || o.repetitions > 1000) {
+    return absl::InvalidArgumentError("--repetitions must be in [1, 1000]");
   }
   if (o.ps_threads < 1 || o.ps_threads > 256) {
     return absl::InvalidArgumentError("--ps-threads must be in [1, 256]");

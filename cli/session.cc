@@ -12,6 +12,7 @@
 #include "bench/report.h"
 #include "bench/run_status.h"
 #include "bench/scenario_flags.h"
+#include "bench/stats.h"
 #include "cli/compare.h"
 #include "cli/launch/launch.h"
 #include "cli/launch_flags.h"
@@ -24,19 +25,29 @@ namespace {
 using nlohmann::json;
 
 
-// The tour's summary: per scheme, its payload and the headline figure of each benchmark.
-void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const Record& last) {
+// The tour's summary: per scheme, its payload and the headline figure of each benchmark (of
+// a repeated run, the median over its repetitions' last records).
+void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const std::vector<Record>& lasts) {
+  const Record& last = lasts.back();
   std::string scheme(SchemeName(s.payload.scheme));
+  const double none = std::numeric_limits<double>::quiet_NaN();
   if (rows.empty() || rows.back().scheme != scheme) {
-    const double none = std::numeric_limits<double>::quiet_NaN();
     rows.push_back({scheme, last.payload_summary.value_or(""),
                     static_cast<uint64_t>(last.payload_bytes.value_or(0)), none, none, none});
   }
+  auto median = [&lasts, none](auto figure) {
+    std::vector<double> values;
+    for (const Record& r : lasts) {
+      if (std::optional<double> v = figure(r)) values.push_back(*v);
+    }
+    return values.empty() ? none : Median(std::move(values));
+  };
   TourRow& row = rows.back();
-  const double none = std::numeric_limits<double>::quiet_NaN();
-  if (s.benchmark == Benchmark::kLatency && last.latency_us) row.latency_p50_us = last.latency_us->p50;
-  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = last.mb_per_s.value_or(none);
-  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = last.rpc_per_s.value_or(none);
+  if (s.benchmark == Benchmark::kLatency) {
+    row.latency_p50_us = median([](const Record& r) { return r.latency_us ? std::optional(r.latency_us->p50) : std::nullopt; });
+  }
+  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = median([](const Record& r) { return r.mb_per_s; });
+  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = median([](const Record& r) { return r.rpc_per_s; });
 }
 
 // What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
@@ -84,46 +95,71 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
   return runs;
 }
 
-// Runs `runs` one after the other, a table row per record as it comes; stops at the first
-// failure (records that stand, a lost worker's survivors' or those of a worker whose check
-// failed, still print and are saved). Returns the exit status.
+// Runs `runs` one after the other (each --repetitions times in a row), a table row per
+// record as it comes; stops at the first failure (records that stand, a lost worker's
+// survivors' or those of a worker whose check failed, still print and are saved). Repeated
+// runs end with their summary: per payload, the median and spread. Returns the exit status.
 int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
   TablePrinter table;
   std::vector<TourRow> headlines;
   std::vector<Record> open_loop;  // for --hdr-out
+  std::vector<std::vector<Record>> repeated(1);  // every headline record, for the summary
   const std::string& json_path = session.json_path;
+  const int repetitions = session.options.repetitions;
+  const int total = static_cast<int>(runs.size()) * repetitions;
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
-    RunStatus::Get().SetRun(static_cast<int>(r) + 1, static_cast<int>(runs.size()));
-    std::vector<Record> survivors;
-    auto results = session.Run(s, plans, static_cast<int>(r), &survivors);
-    if (!results.ok() && !survivors.empty()) {
-      // The run failed; these records are still measurements (and say what went wrong).
-      for (const Record& rec : survivors) table.Print(rec);
+    std::vector<Record> lasts;  // each repetition's last record
+    for (int rep = 0; rep < repetitions; ++rep) {
+      const int number = static_cast<int>(r) * repetitions + rep;
+      RunStatus::Get().SetRun(number + 1, total);
+      std::vector<Record> survivors;
+      auto results = session.Run(s, plans, number, &survivors);
+      MarkRepetition(survivors, rep + 1, repetitions);
+      if (!results.ok() && !survivors.empty()) {
+        // The run failed; these records are still measurements (and say what went wrong).
+        for (const Record& rec : survivors) table.Print(rec);
+        if (!json_path.empty()) {
+          if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
+            fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+          }
+        }
+        std::fflush(stdout);
+      }
+      if (!results.ok()) {
+        fmt::print(stderr, "{}: {} {}{}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
+                   SchemeName(s.payload.scheme), RepetitionText(rep + 1, repetitions),
+                   std::string(results.status().message()));
+        return FailedRunExitCode(results.status());
+      }
+      MarkRepetition(*results, rep + 1, repetitions);
+      for (const Record& rec : *results) table.Print(rec);
+      PrintOpenLoop(stdout, *results);
+      for (const Record& rec : *results) {
+        if (IsHeadline(rec) && LoadPointOf(rec)) open_loop.push_back(rec);
+        if (IsHeadline(rec)) repeated[0].push_back(rec);
+      }
       if (!json_path.empty()) {
-        if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
+        if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
           fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+          return kExitRuntime;
         }
       }
-      std::fflush(stdout);
+      lasts.push_back(results->back());
     }
-    if (!results.ok()) {
-      fmt::print(stderr, "{}: {} {}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
-                 SchemeName(s.payload.scheme), std::string(results.status().message()));
-      return FailedRunExitCode(results.status());
-    }
-    for (const Record& rec : *results) table.Print(rec);
-    PrintOpenLoop(stdout, *results);
-    for (const Record& rec : *results) {
-      if (IsHeadline(rec) && LoadPointOf(rec)) open_loop.push_back(rec);
-    }
+    if (tour) AddHeadline(headlines, s, lasts);
+  }
+  if (repetitions > 1 && !runs.empty()) {
+    const Scenario& s = runs[0].first;
+    const std::vector<CompareEntry> one = {{s.transport, s.mode, s.transport}};
+    PrintComparison(stdout, one, repeated, repetitions);
     if (!json_path.empty()) {
-      if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
+      if (absl::Status st = AppendJsonLines(json_path, ComparisonRecords(one, repeated, session.options.command));
+          !st.ok()) {
         fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
         return kExitRuntime;
       }
     }
-    if (tour) AddHeadline(headlines, s, results->back());
   }
   if (tour) {
     PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines);
@@ -226,19 +262,26 @@ int RunSession(Session& session, Scenario base) {
   if (absl::Status st = CheckTransportsLaunch(session, transports); !st.ok()) Die(kProgram, st, kExitUsage);
   session.Begin();
   if (tour) {
+    const size_t per = runs.size() * static_cast<size_t>(o.repetitions);
+    std::string split;
+    if (!compare.empty()) absl::StrAppend(&split, " (", per, " per transport x ", compare.size(), ")");
+    if (o.repetitions > 1) absl::StrAppend(&split, compare.empty() ? " (" : " [", runs.size(), " x ", o.repetitions,
+                                           " repetitions", compare.empty() ? ")" : "]");
+    // Each phase by count when given one, else by time.
+    const std::string warmup = base.warmup_iterations >= 0 ? absl::StrCat(base.warmup_iterations, " iterations")
+                                                           : absl::FormatDuration(base.warmup);
+    const std::string measure =
+        base.iterations > 0 ? absl::StrCat(base.iterations, " iterations") : absl::FormatDuration(base.duration);
     fmt::print("# psbench default tour: {} runs{}, warm-up {} + {} each; throughput {} workers x {} PS\n{}",
-               runs.size() * std::max<size_t>(compare.size(), 1),
-               compare.empty() ? std::string()
-                               : absl::StrCat(" (", runs.size(), " per transport x ", compare.size(), ")"),
-               absl::FormatDuration(base.warmup), absl::FormatDuration(base.duration), o.num_workers,
-               o.num_ps, compare.empty() ? "\n" : "");
+               per * std::max<size_t>(compare.size(), 1), split, warmup, measure, o.num_workers, o.num_ps,
+               compare.empty() ? "\n" : "");
   }
   std::fflush(stdout);
   if (!compare.empty()) {
     RunOne run_one = [&session](const Scenario& s, size_t plans, int number) {
       return session.Run(s, plans, number);
     };
-    return RunComparison(compare, runs, run_one, session.json_path, HdrOutFlag(), o.command);
+    return RunComparison(compare, runs, o.repetitions, run_one, session.json_path, HdrOutFlag(), o.command);
   }
   return RunBenchmarks(session, runs, tour);
 }

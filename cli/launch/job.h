@@ -36,6 +36,7 @@ struct LaunchOptions {
   bool tls = false;                // --tls-* given: every gRPC channel of the run is TLS
   bool training = false;           // workers train (--trainer): runs take what the model takes
   std::string label;               // stamped on every record when not empty
+  int repetitions = 1;             // each payload benchmark run this many times (--repetitions)
   std::vector<std::string> command;  // the psbench command line, stamped on every record
 };
 

@@ -319,6 +319,10 @@ const std::vector<BadInput> kRunCases = {
     {"ModeWithoutModeTransports", Tool::kRun, {"--transports=grpc+verbs,grpc+mpi", "--mode=serialized"},
      {"--mode", "applies to grpc only"}},
     {"TrainerWithBenchmark", Tool::kRun, {"--trainer=tiny"}, {"--benchmark", "does not apply to --trainer"}},
+    {"ZeroRepetitions", Tool::kRun, {"--repetitions=0"}, {"--repetitions must be in [1, 1000]"}},
+    {"RepetitionsNotANumber", Tool::kRun, {"--repetitions=many"}, {"--repetitions", "many"}},
+    {"RepetitionsOfUpdates", Tool::kRun, {"--benchmark=updates", "--repetitions=2"},
+     {"--repetitions", "payload benchmarks only", "--benchmark=updates"}},
     // Found before anything starts: the payload alone is over the limit the PS will have.
     {"PayloadOverMaxMessageSize", Tool::kRun, {"--sizes=8M:8M", "--max-message-size=4M"},
      {"8MiB payload", "the PS's --max-message-size=4MiB"}},

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <iostream>
 #include <ostream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -244,6 +245,97 @@ TEST_F(CompareTest, FailedTransportIsNamedAfterWhatCompleted) {
   std::snprintf(p50, sizeof(p50), "%.2f", records[0]["latency_us"]["p50"].get<double>());
   EXPECT_NE(row.find(p50), std::string::npos) << "the first transport's figures: " << row;
   EXPECT_NE(row.find(" -"), std::string::npos) << "no figures for the failed transport: " << row;
+}
+
+// The values of `metric` in `records`.
+std::vector<double> Values(const std::vector<Json>& records, const std::string& metric) {
+  std::vector<double> out;
+  for (const Json& r : records) out.push_back(Headline(r, metric));
+  return out;
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double SpreadOf(const std::vector<double>& v) {
+  return *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end());
+}
+
+// --repetitions with --transports: A, B, A, B, A, B, each with fresh processes; the table and
+// the comparison record give each entry's median and its spread.
+TEST_F(CompareTest, RepetitionsAlternateTheEntriesAndGiveMediansAndSpread) {
+  RunResult run;
+  auto records = Run({"--benchmark=latency", kModes, "--repetitions=3", "--warmup-iterations=2", "--iterations=20"},
+                     &run);
+  EXPECT_NE(run.out.find("(baseline = " + kBase + ") | 3 repetitions, the entries alternating"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("# run 4/6: " + kOther + ": latency uniform (repetition 2/3) done"), std::string::npos)
+      << run.out;
+  auto runs = OfKind(records, false);
+  auto comparisons = OfKind(records, true);
+  ASSERT_EQ(runs.size(), 6u);
+  ASSERT_EQ(comparisons.size(), 1u);
+  std::vector<Json> base, other;
+  std::set<int> ps_pids;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    EXPECT_EQ(runs[i].value("mode", ""), i % 2 == 0 ? "non-serialized" : "serialized") << "the entries alternate";
+    EXPECT_EQ(runs[i]["repetition"], Json({{"index", i / 2 + 1}, {"of", 3}}));
+    ps_pids.insert(runs[i]["placement"]["ps"][0]["pid"].get<int>());
+    (i % 2 == 0 ? base : other).push_back(runs[i]);
+  }
+  EXPECT_EQ(ps_pids.size(), 6u) << "a fresh PS for every run";
+  const Json& c = comparisons[0];
+  EXPECT_EQ(c["measurements"], Json({3, 3}));
+  for (const std::string m : {"p50_us", "mean_us"}) {
+    SCOPED_TRACE(m);
+    EXPECT_DOUBLE_EQ(c["values"][m][0].get<double>(), MedianOf(Values(base, m)));
+    EXPECT_DOUBLE_EQ(c["values"][m][1].get<double>(), MedianOf(Values(other, m)));
+    EXPECT_DOUBLE_EQ(c["spread"][m][0].get<double>(), SpreadOf(Values(base, m)));
+    EXPECT_DOUBLE_EQ(c["spread"][m][1].get<double>(), SpreadOf(Values(other, m)));
+    EXPECT_GE(c["spread"][m][0].get<double>(), 1.0);
+  }
+  // The table: a spread column per entry, holding the p50s' spread.
+  EXPECT_NE(run.out.find("# spread: the largest p50 µs over the smallest"), std::string::npos) << run.out;
+  const std::string row = TableRow(run.out, "latency", base[0]["payload_bytes"]);
+  char spread[32];
+  std::snprintf(spread, sizeof(spread), "%.2fx", SpreadOf(Values(other, "p50_us")));
+  EXPECT_NE(row.find(spread), std::string::npos) << spread << " in '" << row << "'";
+}
+
+// --repetitions without --transports: each run's rows as usual, then one table of the
+// medians and spreads of the one transport, and its records.
+TEST_F(CompareTest, RepetitionsOfOneTransportEndWithTheirSummary) {
+  RunResult run;
+  auto records = Run({"--benchmark=bandwidth", "--sizes=1K:2K", "--window=4", "--repetitions=2",
+                      "--warmup-iterations=2", "--iterations=20"},
+                     &run);
+  EXPECT_NE(run.out.find("# repetition 2/2\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("# psbench repetitions: grpc | mode non-serialized | 2 runs of each"), std::string::npos)
+      << run.out;
+  auto runs = OfKind(records, false);
+  auto summary = OfKind(records, true);
+  ASSERT_EQ(runs.size(), 4u) << "2 sizes, twice";
+  ASSERT_EQ(summary.size(), 2u) << "a row per size";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i]["repetition"], Json({{"index", i / 2 + 1}, {"of", 2}}));
+    EXPECT_EQ(runs[i].value("payload_bytes", 0), 1024 << (i % 2));
+  }
+  EXPECT_NE(runs[0]["placement"]["ps"][0]["pid"], runs[2]["placement"]["ps"][0]["pid"]) << "fresh processes";
+  for (size_t size = 0; size < 2; ++size) {
+    SCOPED_TRACE("size " + std::to_string(1024 << size));
+    const Json& c = summary[size];
+    EXPECT_EQ(c.value("payload_bytes", 0), 1024 << size);
+    EXPECT_EQ(c["transports"].size(), 1u);
+    EXPECT_FALSE(c.contains("ratios")) << "one series: nothing to divide by";
+    EXPECT_FALSE(c.contains("baseline"));
+    EXPECT_EQ(c["measurements"], Json({2}));
+    const std::vector<double> mb = Values({runs[size], runs[2 + size]}, "mb_per_s");
+    EXPECT_DOUBLE_EQ(c["values"]["mb_per_s"][0].get<double>(), MedianOf(mb));
+    EXPECT_DOUBLE_EQ(c["spread"]["mb_per_s"][0].get<double>(), SpreadOf(mb));
+  }
 }
 
 // --- bad input: exit 2, one line on stderr, nothing run -------------------------------------

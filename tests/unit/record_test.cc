@@ -160,16 +160,25 @@ TEST(ComparisonTest, SeriesGroupsRatiosMediansAndShortRuns) {
   EXPECT_THAT(t.notes, ElementsAre("Round trip in µs, lower is better.", "Measured alike.",
                                    "B / A: B's figure divided by A's; below 1x, B is faster.",
                                    HasSubstr("p99 is shown only with at least 100 iterations"),
-                                   HasSubstr("median")));
+                                   HasSubstr("median"),
+                                   "spread: the largest p50 µs over the smallest, of a series' measurements of a "
+                                   "payload (1.05x: within 5 %)."));
   std::vector<std::string> columns;
   for (size_t i = 0; i < t.columns.size(); ++i) columns.push_back(t.FullColumn(i));
+  // Measured more than once: a spread column per series, of its p50s (35 / 15); "-" for
+  // the series measured once.
   EXPECT_THAT(columns, ElementsAre("scheme", "bytes", "grpc/non-serialized p50 µs", "grpc/non-serialized p99 µs",
-                                   "grpc/non-serialized mean µs", "grpc/serialized p50 µs", "grpc/serialized p99 µs",
-                                   "grpc/serialized mean µs", "grpc/serialized / grpc/non-serialized p50",
+                                   "grpc/non-serialized mean µs", "grpc/non-serialized spread",
+                                   "grpc/serialized p50 µs", "grpc/serialized p99 µs", "grpc/serialized mean µs",
+                                   "grpc/serialized spread", "grpc/serialized / grpc/non-serialized p50",
                                    "grpc/serialized / grpc/non-serialized p99"));
   ASSERT_EQ(t.rows.size(), 1u);
-  EXPECT_THAT(t.rows[0], ElementsAre("uniform", "1024", "10.00", "20.00", "11.00", "25.00", "30.00", "26.00",
-                                     "2.50x", "1.50x"));
+  EXPECT_THAT(t.rows[0], ElementsAre("uniform", "1024", "10.00", "20.00", "11.00", "-", "25.00", "30.00", "26.00",
+                                     "2.33x", "2.50x", "1.50x"));
+  const ComparisonCell& serialized = c.rows.begin()->second.at("grpc/serialized");
+  EXPECT_DOUBLE_EQ(*serialized.Spread(FindBenchmarkKind("latency")->figures[0]), 35.0 / 15.0);
+  EXPECT_FALSE(c.rows.begin()->second.at("grpc/non-serialized").Spread(FindBenchmarkKind("latency")->figures[0]))
+      << "one measurement has no spread";
   // A run too short for a p99, in one of the series: no p99 there, and no ratio of it.
   Record short_run = Read(Latency("non-serialized", 10, 20, 11, 50));
   Comparison d(*FindBenchmarkKind("latency"));

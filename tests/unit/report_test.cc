@@ -167,9 +167,11 @@ TEST(ReportLatencyTest, RepeatedRowsShowTheMedianAndShortRunsNoP99) {
                     Latency("non-serialized", 8, 20, 99, 2), Latency("non-serialized", 16, 5, 99, 5, 50)});
   const Table* t = FindTable(r, "latency");
   ASSERT_NE(t, nullptr);
-  EXPECT_THAT(t->rows[0], ElementsAre("sweep", "8", "20.00", "99.00", "2.00"));
-  EXPECT_THAT(t->rows[1], ElementsAre("sweep", "16", "5.00", "-", "5.00"));  // 50 iterations
+  // The spread of the p50s: 30 / 10; none for a size measured once.
+  EXPECT_THAT(t->rows[0], ElementsAre("sweep", "8", "20.00", "99.00", "2.00", "3.00x"));
+  EXPECT_THAT(t->rows[1], ElementsAre("sweep", "16", "5.00", "-", "5.00", "-"));  // 50 iterations
   EXPECT_THAT(t->notes, ::testing::Contains(HasSubstr("median")));
+  EXPECT_THAT(t->notes, ::testing::Contains(HasSubstr("spread: the largest p50 µs over the smallest")));
   EXPECT_FALSE(r.compare);  // one series: no ratio
   ASSERT_EQ(r.plots.size(), 1u);
   // The p99 line has only the point measured long enough.
