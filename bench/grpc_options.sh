@@ -39,6 +39,8 @@ for path in glob.glob(os.path.join(out, "*.jsonl")):
     server, client, index = os.path.basename(path)[:-len(".jsonl")].split("_")
     for line in open(path):
         r = json.loads(line)
+        if r.get("kind"):  # a comparison's or floor's record (--repetitions, --transports): not a run
+            continue
         value = r["latency_us"]["p50"] if r["benchmark"] == "latency" else r["mb_per_s"]
         cells[(f"{server}/{client}", int(index), r["benchmark"], r["payload_bytes"])].append(value)
 for place in sorted({k[0] for k in cells}):

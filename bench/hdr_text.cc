@@ -22,8 +22,9 @@ constexpr double kNsPerUnit = 1e3;  // the text's values are in µs
 
 // What a record's measurement was, in a few words, for the list of files written.
 std::string Describe(const Record& r) {
-  return fmt::format("{} {} B {} worker {}", r.Series(), r.payload_bytes ? fmt::format("{:.0f}", *r.payload_bytes) : "?",
-                     JsonTextAt(LoadOf(r), "schedule"), r.worker_index.value_or(0));
+  const std::string rep = r.RepetitionText();
+  return fmt::format("{} {} B {} worker {}{}", r.Series(), r.payload_bytes ? fmt::format("{:.0f}", *r.payload_bytes) : "?",
+                     JsonTextAt(LoadOf(r), "schedule"), r.worker_index.value_or(0), rep.empty() ? "" : " " + rep);
 }
 
 }  // namespace

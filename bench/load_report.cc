@@ -141,6 +141,8 @@ void PrintOpenLoop(std::FILE* out, const std::vector<Record>& records) {
     std::string key = fmt::format("{}, {} {}", r.Series(), r.Kind(), r.payload_summary.value_or("?"));
     if (r.Kind() == "throughput") key += fmt::format(", {} workers x {} PS", r.workers.value_or(1), r.ps.value_or(0));
     if (std::string kind = JsonTextAt(LoadOf(r), "kind"); !kind.empty()) key += ", " + kind;
+    // Each repetition of a sweep is a sweep of its own: its rates rise, and the knee is its.
+    if (std::string rep = r.RepetitionText(); !rep.empty()) key += ", " + rep;
     if (!groups.contains(key)) order.push_back(key);
     groups[key].push_back(&r);
   }

@@ -152,7 +152,11 @@ ProgressReporter::ProgressReporter(const Scenario& s, size_t plans, size_t serve
 }
 
 void ProgressReporter::Stop() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   line_.Clear();
 }
@@ -162,7 +166,11 @@ void ProgressReporter::Loop() {
   // The rate shown is over the last second or so of samples.
   std::deque<std::pair<int64_t, ProgressSample>> recent;
   const std::string tmp = file_ + ".tmp";
-  while (!stop_) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      if (stop_) return;
+    }
     LoopCounters& c = LoopProgress();
     ProgressSample p;
     const int64_t now = SteadyNs();
@@ -196,7 +204,8 @@ void ProgressReporter::Loop() {
       double ops = dt > 0 ? (p.ops - first.ops) / dt : 0, mb = dt > 0 ? (p.bytes - first.bytes) / dt / 1e6 : 0;
       line_.Show(StatusText("psbench-worker", p, p.elapsed_s, SecondsLeft(scenario_, servers_, p), ops, mb));
     }
-    for (int i = 0; i < 25 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    if (stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) return;
   }
 }
 

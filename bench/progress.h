@@ -7,6 +7,7 @@
 #define PSBENCH_BENCH_PROGRESS_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -107,7 +108,11 @@ class ProgressReporter {
   const std::string file_;
   TerminalLine line_;
   bool draw_;
-  std::atomic<bool> stop_{false};
+  // The sampler sleeps on this between samples, not in short naps: it shares the CPUs with
+  // what it watches, and Stop wakes it at once.
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
   std::thread thread_;
 };
 

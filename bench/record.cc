@@ -326,6 +326,14 @@ std::string Record::Kind() const {
 
 bool Record::IsPayloadBenchmark() const { return !kind && !Kind().empty(); }
 
+std::string Record::RepetitionText() const {
+  auto it = extra.find("repetition");
+  if (it == extra.end() || !it->is_object()) return "";
+  auto index = NumberAt(*it, "index"), of = NumberAt(*it, "of");
+  if (!index || !of) return "";
+  return absl::StrCat("repetition ", static_cast<int>(*index), "/", static_cast<int>(*of));
+}
+
 std::string Record::Series() const {
   if (label && !label->empty()) return *label;
   if (!transport || transport->empty()) return "local";

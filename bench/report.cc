@@ -286,12 +286,8 @@ void TablePrinter::Print(const Record& r) {
     last_header_ = header;
   }
   // --repetitions: the rows of each repetition under a line of their own.
-  std::string repetition;
-  if (auto it = r.extra.find("repetition"); it != r.extra.end() && it->is_object()) {
-    repetition = fmt::format("# repetition {}/{}", static_cast<int>(JsonNumberAt(*it, "index")),
-                             static_cast<int>(JsonNumberAt(*it, "of")));
-  }
-  if (!repetition.empty() && (new_header || repetition != last_repetition_)) fmt::print(out_, "{}\n", repetition);
+  const std::string repetition = r.RepetitionText();
+  if (!repetition.empty() && (new_header || repetition != last_repetition_)) fmt::print(out_, "# {}\n", repetition);
   last_repetition_ = repetition;
   table.PrintRow(kind->row(r));
 }

@@ -71,7 +71,10 @@ std::string RepetitionText(int index, int of) {
 void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
                      const std::vector<std::vector<Record>>& headlines, int repetitions) {
   const std::vector<std::string> labels = Labels(entries);
-  const bool one_mode = entries[0].label == entries[0].transport;
+  // The mode is said once when the labels do not carry it, and only where a transport has one.
+  const bool any_mode = std::any_of(entries.begin(), entries.end(),
+                                    [](const CompareEntry& e) { return TransportHonoursMode(e.transport); });
+  const bool one_mode = any_mode && entries[0].label.find('/') == std::string::npos;
   const std::string mode = one_mode ? absl::StrCat(" | mode ", std::string(WireModeName(entries[0].mode))) : "";
   if (entries.size() == 1) {
     fmt::print(out, "\n# psbench repetitions: {}{} | {} runs of each, fresh processes for each\n", labels[0], mode,
@@ -278,8 +281,9 @@ int RunComparison(const std::vector<CompareEntry>& entries,
           }
           if (t == 0 && rep == 0) rows_of_run = headline.size();
           if (headline.size() != rows_of_run) {
-            results = absl::DataLossError(absl::StrCat(headline.size(), " results where ", entries[0].label,
-                                                       " had ", rows_of_run));
+            results = absl::DataLossError(absl::StrCat(headline.size(), " results where the scenario's first run (",
+                                                       entries[0].label, RepetitionText(1, repetitions), ") had ",
+                                                       rows_of_run));
           }
         }
         if (!results.ok()) {

@@ -54,11 +54,10 @@ using RunOne = std::function<absl::StatusOr<std::vector<Record>>(const Scenario&
 
 // Runs every scenario under every entry `repetitions` times, scenario by scenario, the
 // entries alternating within each repetition (A, B, A, B: drift is shared), then prints the
-// comparison and
-// appends its records (and every run's) to `json_path`; open-loop runs print their table per
-// entry and write their histograms under `hdr_out` (bench/hdr_text.h) when it is not empty.
-// Stops at the first failed run: prints what completed, names the entry on stderr and returns
-// 1 (128 + the signal when interrupted).
+// comparison and appends its records (and every run's) to `json_path`; open-loop runs print
+// their table per entry (and repetition) and write their histograms under `hdr_out`
+// (bench/hdr_text.h) when it is not empty. Stops at the first failed run: prints what
+// completed, names the entry on stderr and returns 1 (128 + the signal when interrupted).
 int RunComparison(const std::vector<CompareEntry>& entries,
                   const std::vector<std::pair<Scenario, size_t>>& runs, int repetitions, const RunOne& run_one,
                   const std::string& json_path, const std::string& hdr_out, const std::vector<std::string>& command);

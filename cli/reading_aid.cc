@@ -110,11 +110,12 @@ absl::StatusOr<std::vector<Record>> RunFloor(const LaunchOptions& o, const Floor
 
 }  // namespace
 
-void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows) {
+void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows, int repetitions) {
   Table t;
   t.id = "summary";
   t.title = fmt::format("Summary ({})", transport);
   t.notes = {"latency p50: round trip µs | bandwidth MB/s | throughput: total RPC/s"};
+  if (repetitions > 1) t.notes.push_back(fmt::format("each the median of {} repetitions", repetitions));
   t.columns = {"scheme", "bytes", "payload", "latency p50", "bandwidth MB/s", "throughput RPC/s"};
   for (const TourRow& r : rows) {
     t.rows.push_back({r.scheme, Bytes(r.bytes), r.payload, Cell(r.latency_p50_us), Cell(r.bandwidth_mb_per_s),

@@ -23,7 +23,7 @@ struct TourRow {
 };
 
 // The tour's summary table, payload sizes included.
-void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows);
+void PrintTourSummary(const std::string& transport, const std::vector<TourRow>& rows, int repetitions);
 
 // Runs the floors for each row's payload size and prints them beside the tour's figures
 // (psbench run only: `local` false prints where to find them instead). Returns the floors'

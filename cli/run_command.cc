@@ -31,7 +31,7 @@ constexpr char kRunUsage[] =
     "Runs psbench on this machine: starts PS and worker processes on loopback, runs the\n"
     "benchmark and prints the results. With no --benchmark, runs the default tour (latency,\n"
     "bandwidth and throughput over the uniform, random and skew schemes, about 45 s).\n"
-    "With --transports=A,B,... runs it once per transport and prints one comparison table.\n"
+    "With --transports=A,B,... runs it once per transport and prints one comparison table.\n"    "With --repetitions=N runs each benchmark N times and prints medians and their spread.\n"
     "With --trainer=MODEL each worker trains MODEL (embedded trainer) through the PS.\n"
     "With --benchmark=updates (--steps=N, --sync or --async) the workers check that the PS\n"
     "lost no update: the parameters must equal the exact sums of their integer gradients.\n"

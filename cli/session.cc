@@ -95,10 +95,27 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
   return runs;
 }
 
+// The summary of repeated runs: per payload, the median and spread of what `headlines`
+// holds; their records too when `save` (not after a failure, as a comparison).
+int PrintRepetitions(const Session& session, const Scenario& s, const std::vector<std::vector<Record>>& headlines,
+                     bool save) {
+  const LaunchOptions& o = session.options;
+  if (o.repetitions <= 1 || headlines[0].empty()) return 0;
+  const std::vector<CompareEntry> one = {{s.transport, s.mode, o.label.empty() ? s.transport : o.label}};
+  PrintComparison(stdout, one, headlines, o.repetitions);
+  if (!save || session.json_path.empty()) return 0;
+  if (absl::Status st = AppendJsonLines(session.json_path, ComparisonRecords(one, headlines, o.command)); !st.ok()) {
+    fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+    return kExitRuntime;
+  }
+  return 0;
+}
+
 // Runs `runs` one after the other (each --repetitions times in a row), a table row per
 // record as it comes; stops at the first failure (records that stand, a lost worker's
-// survivors' or those of a worker whose check failed, still print and are saved). Repeated
-// runs end with their summary: per payload, the median and spread. Returns the exit status.
+// survivors' or those of a worker whose check failed, still print and are saved, and so does
+// the summary of the repetitions that completed). Repeated runs end with their summary: per
+// payload, the median and spread. Returns the exit status.
 int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t>>& runs, bool tour) {
   TablePrinter table;
   std::vector<TourRow> headlines;
@@ -127,6 +144,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
         std::fflush(stdout);
       }
       if (!results.ok()) {
+        PrintRepetitions(session, s, repeated, /*save=*/false);
         fmt::print(stderr, "{}: {} {}{}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                    SchemeName(s.payload.scheme), RepetitionText(rep + 1, repetitions),
                    std::string(results.status().message()));
@@ -149,20 +167,12 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     }
     if (tour) AddHeadline(headlines, s, lasts);
   }
-  if (repetitions > 1 && !runs.empty()) {
-    const Scenario& s = runs[0].first;
-    const std::vector<CompareEntry> one = {{s.transport, s.mode, s.transport}};
-    PrintComparison(stdout, one, repeated, repetitions);
-    if (!json_path.empty()) {
-      if (absl::Status st = AppendJsonLines(json_path, ComparisonRecords(one, repeated, session.options.command));
-          !st.ok()) {
-        fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
-        return kExitRuntime;
-      }
-    }
+  if (!runs.empty()) {
+    if (int st = PrintRepetitions(session, runs[0].first, repeated, /*save=*/true); st != 0) return st;
   }
   if (tour) {
-    PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines);
+    PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines,
+                     session.options.repetitions);
     std::fflush(stdout);
     std::vector<Record> floors = PrintReadingAid(session.options, session.name == "run", headlines);
     if (!json_path.empty() && !floors.empty()) {

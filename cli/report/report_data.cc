@@ -161,8 +161,8 @@ absl::StatusOr<Sorted> SortRecords(const std::vector<Input>& records, const Repo
   }
   for (const auto& [kind, n] : skipped) {
     if (kind == "comparison") {
-      report.notes.push_back(fmt::format("{} comparison record{} not shown: the ratios here are computed "
-                                         "from the per-transport records.", n, n == 1 ? "" : "s"));
+      report.notes.push_back(fmt::format("{} comparison record{} not shown: the figures, medians and ratios "
+                                         "here are computed from the per-run records.", n, n == 1 ? "" : "s"));
     } else if (kind == "train_total") {
       report.notes.push_back(fmt::format("{} train_total record{} not shown: the training totals are "
                                          "summed from the per-worker train records.", n, n == 1 ? "" : "s"));

@@ -25,6 +25,7 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
   // series, its order, bytes, scheme, workers, PS, load kind, payload
   using Group = std::tuple<std::string, int, double, std::string, int, int, std::string, std::string>;
   std::map<Group, std::vector<const Record*>> groups;
+  size_t most = 1;  // measurements of one rate
   for (const auto& [key, cells] : rows) {
     if (key.load.empty()) continue;
     for (const std::string& s : series) {
@@ -32,6 +33,7 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
       if (it == cells.end()) continue;
       const auto order = std::find(series.begin(), series.end(), s) - series.begin();
       const Record* r = it->second.records[0];
+      most = std::max(most, it->second.records.size());
       groups[{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps, JsonTextAt(LoadOf(*r), "kind"),
               key.payload}]
           .push_back(r);
@@ -52,6 +54,10 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
     t.notes.push_back(
         "Latency in µs from each operation's planned start (corrected for coordinated omission), and from its "
         "actual send (unc.); lag: the send behind its plan; rates per second over the workers.");
+    if (most > 1) {
+      t.notes.push_back("A rate measured more than once (--repetitions) shows its first measurement here; the "
+                        "benchmark's table above shows medians.");
+    }
     t.columns = {"offered/s", "achieved/s", "p50", "p99", "p99.9", "p99.99", "unc. p50", "unc. p99", "lag p99",
                  "deferred", "dropped"};
     std::vector<LoadPoint> points;

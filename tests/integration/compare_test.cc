@@ -338,6 +338,68 @@ TEST_F(CompareTest, RepetitionsOfOneTransportEndWithTheirSummary) {
   }
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// An open-loop sweep, repeated under two entries: each entry's repetitions are sweeps of
+// their own (a table and a knee verdict each; rates rising), and --hdr-out names them.
+TEST_F(CompareTest, RepeatedSweepsGetATableAndKneeEach) {
+  RunResult run;
+  const std::string hdr = tmp_.File("h");
+  auto records = Run({"--benchmark=latency", kModes, "--sizes=64:64", "--repetitions=2",
+                      "--load-sweep=poisson:200..400*2", "--warmup=0.1s", "--duration=0.3s", "--hdr-out=" + hdr},
+                     &run);
+  EXPECT_EQ(OfKind(records, false).size(), 8u) << "2 rates x 2 repetitions x 2 entries";
+  EXPECT_EQ(Count(run.out, "# open-loop load, "), 4u) << run.out;
+  for (const std::string& e : {kBase, kOther}) {
+    for (const char* rep : {"repetition 1/2", "repetition 2/2"}) {
+      EXPECT_NE(run.out.find("# open-loop load, " + e + ", latency 1x64B, poisson, " + std::string(rep) + ":"),
+                std::string::npos)
+          << e << " " << rep << "\n" << run.out;
+    }
+  }
+  EXPECT_EQ(Count(run.out, "knee"), 4u) << "a verdict per sweep\n" << run.out;
+  EXPECT_EQ(Count(run.out, "# wrote " + hdr), 8u) << run.out;
+  EXPECT_NE(run.out.find("poisson:400 worker 0 repetition 2/2"), std::string::npos) << run.out;
+}
+
+// A repetition that fails: the summary of those that completed is printed, not saved, and
+// stderr names the repetition; exit 1.
+TEST_F(CompareTest, AFailedRepetitionLeavesTheSummaryOfTheOthers) {
+  const std::string json = tmp_.File("results.jsonl");
+  Process run(RunArgv({"--benchmark=latency", "--repetitions=3", "--warmup-iterations=2", "--duration=3s",
+                       "--json=" + json}));
+  // Repetition 2 is run number 1.
+  auto worker = WaitForWorkerOfRun(run.pid(), 1, 0, seconds(20));
+  ASSERT_TRUE(worker) << "no worker for repetition 2: " << run.Stderr();
+  pid_t ps = 0;
+  for (const ProcInfo& c : ChildrenOf(run.pid())) {
+    if (c.comm == "psbench-ps" && c.state != 'Z') ps = c.pid;
+  }
+  ASSERT_GT(ps, 0) << "repetition 2's PS";
+  kill(ps, SIGKILL);
+  auto status = run.Wait(seconds(30));
+  ASSERT_TRUE(status) << "psbench run still running";
+  EXPECT_EQ(*status, 1) << run.Stdout() << run.Stderr();
+  auto err = Lines(run.Stderr());
+  ASSERT_GE(err.size(), 1u) << run.Stderr();
+  EXPECT_EQ(err.back().rfind("psbench: latency uniform (repetition 2/3): ", 0), 0u) << err.back();
+  const std::string out = run.Stdout();
+  EXPECT_NE(out.find("# psbench repetitions: grpc | mode non-serialized | 3 runs of each"), std::string::npos) << out;
+  auto records = ReadJsonLines(json);
+  std::vector<Json> runs = OfKind(records, false);
+  ASSERT_GE(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["repetition"], Json({{"index", 1}, {"of", 3}}));
+  EXPECT_TRUE(OfKind(records, true).empty()) << "no summary records after a failure";
+  const std::string row = TableRow(out.substr(out.find("# psbench repetitions")), "latency", runs[0]["payload_bytes"]);
+  char p50[32];
+  std::snprintf(p50, sizeof(p50), "%.2f", runs[0]["latency_us"]["p50"].get<double>());
+  EXPECT_NE(row.find(p50), std::string::npos) << "repetition 1's figures: " << row;
+}
+
 // --- bad input: exit 2, one line on stderr, nothing run -------------------------------------
 
 struct BadList {
