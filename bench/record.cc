@@ -326,6 +326,8 @@ std::string Record::Kind() const {
 
 bool Record::IsPayloadBenchmark() const { return !kind && !Kind().empty(); }
 
+std::string Record::PsbenchVersion() const { return TextAt(Member(environment, "versions"), "psbench"); }
+
 std::string Record::RepetitionText() const {
   auto it = extra.find("repetition");
   if (it == extra.end() || !it->is_object()) return "";

@@ -103,6 +103,8 @@ struct Record {
   // launchers stamp one, e.g. "ipoib"), else TRANSPORT/MODE (TRANSPORT where it has no
   // modes), "local" for a record without a transport (psbench train).
   std::string Series() const;
+  // The psbench version that wrote it (environment.versions.psbench); "" when absent.
+  std::string PsbenchVersion() const;
   // With --repetitions above 1: "repetition 2/5"; else "".
   std::string RepetitionText() const;
   // The run it belongs to (workers of one run share it).

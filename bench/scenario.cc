@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/memory_limit.h"
+#include "bench/sysinfo.h"
 #include "inputs/address.h"
 #include "payloads/json_int.h"
 #include "payloads/size.h"
@@ -294,7 +295,28 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
   return j;
 }
 
+namespace {
+
+// Every field ScenarioToJson writes. A scenario with another comes from a psbench of another
+// version, which meant something by it that this one would silently not do.
+constexpr const char* kScenarioFields[] = {
+    "benchmark", "transport", "mode", "scheme", "categories", "small", "medium", "large", "buffers", "skew_bias",
+    "seed", "trace", "warmup_s", "warmup_iterations", "duration_s", "iterations", "window", "outstanding",
+    "validate", "busy_poll", "grpc_tx_zerocopy", "grpc_api", "ps", "num_workers", "worker_index", "run_id",
+    "connect_timeout_s", "rpc_timeout_s", "max_input_size", "max_payload_memory", "sizes", "load", "load_sweep",
+    "max_in_flight", "rdma"};
+
+}  // namespace
+
 absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("scenario: not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kScenarioFields), std::end(kScenarioFields), key) == std::end(kScenarioFields)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scenario: '", key, "' is not a field psbench ", PsbenchVersion(),
+          " knows (a psbench of another version wrote it? install one psbench on every node)"));
+    }
+  }
   try {
     Scenario s;
     auto bench = ParseBenchmark(j.at("benchmark").get<std::string>());

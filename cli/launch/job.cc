@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
 #include "bench/run_status.h"
+#include "bench/sysinfo.h"
 #include "cli/launch/launch.h"
 #include "cli/launch/ps_address.h"
 #include "fmt/core.h"
@@ -300,9 +303,29 @@ int AwaitExit(ProcessGroup& g) {
   return status ? *status : g.Stop(SIGTERM, absl::Seconds(5));
 }
 
+// A worker of another build (a stale --remote-bin-dir, nodes installed apart) may not do all
+// a scenario of this build asks, and its figures need not compare with this build's: said
+// once per version, on stderr. Its records keep the version it ran.
+void WarnOfOtherBuilds(const std::vector<Record>& records) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  const std::string mine = PsbenchVersion();
+  for (const Record& r : records) {
+    const std::string theirs = r.PsbenchVersion();
+    if (theirs.empty() || theirs == mine) continue;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!warned.insert(theirs).second) continue;
+    fmt::print(stderr,
+               "psbench: warning: worker {} ran psbench {}, this psbench is {}: figures of different builds need "
+               "not compare; install one psbench on every node\n",
+               r.worker_index.value_or(0), theirs, mine);
+  }
+}
+
 // Every record says how it was obtained: the psbench command, the worker's own, where the
 // processes ran and the run's label.
 void Stamp(std::vector<Record>& records, const LaunchOptions& o, const json& placement) {
+  WarnOfOtherBuilds(records);
   for (Record& r : records) {
     if (!r.command.is_null()) r.worker_command = r.command;
     r.command = o.command;

@@ -32,6 +32,26 @@ TEST(ScenarioTest, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back->sweep, s.sweep);
 }
 
+// A field this psbench does not know is refused, named: a launcher of another version meant
+// something by it. Every field ScenarioToJson writes, options included, is known.
+TEST(ScenarioTest, AnUnknownFieldIsRefusedByName) {
+  Scenario s;
+  s.transport = "grpc+verbs";
+  s.sweep = std::make_pair(uint64_t{1}, uint64_t{8});
+  s.load = {LoadKind::kPoisson, 100};
+  s.load_sweep = LoadSweep{LoadKind::kPoisson, 100, 400, 2};
+  nlohmann::json j = ScenarioToJson(s);
+  for (const char* key : {"sizes", "load", "load_sweep", "max_in_flight", "rdma"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_TRUE(ScenarioFromJson(j).ok()) << ScenarioFromJson(j).status();
+  j["pacing"] = "fast";
+  auto refused = ScenarioFromJson(j);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'pacing' is not a field psbench "), absl::string_view::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("another version"), absl::string_view::npos) << refused.status();
+  EXPECT_FALSE(ScenarioFromJson(nlohmann::json::array()).ok());
+}
+
 TEST(ScenarioTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_FALSE(ScenarioFromJson(nlohmann::json::object()).ok());
   auto j = ScenarioToJson(Scenario());
