@@ -180,7 +180,6 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
   return out;
 }
 
-
 // Parses "TRANSPORT[/MODE],TRANSPORT[/MODE],...": at least two entries, distinct (transport,
 // mode) pairs, every transport one of TransportNames(). Entries without /MODE use
 // `default_mode` (--mode). Labels carry the mode only when the entries' modes differ.
@@ -244,8 +243,6 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
   }
   return out;
 }
-
-
 
 // Runs every scenario under every entry (fresh processes for each run), scenario by
 // scenario, the entries alternating within each repetition; then prints the comparison and

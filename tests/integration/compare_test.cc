@@ -38,6 +38,22 @@ class CompareTest : public IntegrationTest {
     return ReadJsonLines(json);
   }
 
+  // Kills the PS of run `number` (from 0) once its worker is up, and expects `run` to end
+  // with exit 1.
+  void KillPsOfRun(Process& run, int number) {
+    auto worker = WaitForWorkerOfRun(run.pid(), number, 0, seconds(20));
+    ASSERT_TRUE(worker) << "no worker for run " << number << ": " << run.Stderr();
+    pid_t ps = 0;
+    for (const ProcInfo& c : ChildrenOf(run.pid())) {
+      if (c.comm == "psbench-ps" && c.state != 'Z') ps = c.pid;
+    }
+    ASSERT_GT(ps, 0) << "run " << number << "'s PS";
+    kill(ps, SIGKILL);
+    auto status = run.Wait(seconds(30));
+    ASSERT_TRUE(status) << "psbench run still running";
+    EXPECT_EQ(*status, 1) << run.Stdout() << run.Stderr();
+  }
+
   TempDir tmp_;
 };
 
@@ -213,17 +229,7 @@ TEST_F(CompareTest, FailedTransportIsNamedAfterWhatCompleted) {
   Process run(RunArgv({"--benchmark=latency", kModes, "--warmup-iterations=2", "--duration=3s",
                        "--json=" + json}));
   // The second transport's run is run number 1.
-  auto worker = WaitForWorkerOfRun(run.pid(), 1, 0, seconds(20));
-  ASSERT_TRUE(worker) << "no worker for the second transport: " << run.Stderr();
-  pid_t ps = 0;
-  for (const ProcInfo& c : ChildrenOf(run.pid())) {
-    if (c.comm == "psbench-ps" && c.state != 'Z') ps = c.pid;
-  }
-  ASSERT_GT(ps, 0) << "the second transport's PS";
-  kill(ps, SIGKILL);
-  auto status = run.Wait(seconds(30));
-  ASSERT_TRUE(status) << "psbench run still running";
-  EXPECT_EQ(*status, 1) << run.Stdout() << run.Stderr();
+  ASSERT_NO_FATAL_FAILURE(KillPsOfRun(run, 1));
   // psbench's line last; before it at most the worker's own (when the kill caught it
   // connecting or measuring, it says what it saw).
   auto err = Lines(run.Stderr());
@@ -373,17 +379,7 @@ TEST_F(CompareTest, AFailedRepetitionLeavesTheSummaryOfTheOthers) {
   Process run(RunArgv({"--benchmark=latency", "--repetitions=3", "--warmup-iterations=2", "--duration=3s",
                        "--json=" + json}));
   // Repetition 2 is run number 1.
-  auto worker = WaitForWorkerOfRun(run.pid(), 1, 0, seconds(20));
-  ASSERT_TRUE(worker) << "no worker for repetition 2: " << run.Stderr();
-  pid_t ps = 0;
-  for (const ProcInfo& c : ChildrenOf(run.pid())) {
-    if (c.comm == "psbench-ps" && c.state != 'Z') ps = c.pid;
-  }
-  ASSERT_GT(ps, 0) << "repetition 2's PS";
-  kill(ps, SIGKILL);
-  auto status = run.Wait(seconds(30));
-  ASSERT_TRUE(status) << "psbench run still running";
-  EXPECT_EQ(*status, 1) << run.Stdout() << run.Stderr();
+  ASSERT_NO_FATAL_FAILURE(KillPsOfRun(run, 1));
   auto err = Lines(run.Stderr());
   ASSERT_GE(err.size(), 1u) << run.Stderr();
   EXPECT_EQ(err.back().rfind("psbench: latency uniform (repetition 2/3): ", 0), 0u) << err.back();
