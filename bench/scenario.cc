@@ -1,6 +1,8 @@
 #include "bench/scenario.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -297,25 +299,40 @@ nlohmann::json ScenarioToJson(const Scenario& s) {
 
 namespace {
 
-// Every field ScenarioToJson writes. A scenario with another comes from a psbench of another
-// version, which meant something by it that this one would silently not do.
+// Every field ScenarioToJson writes, at the top and in the objects it holds. A scenario with
+// another comes from a psbench of another version, which meant something by it that this one
+// would silently not do.
 constexpr const char* kScenarioFields[] = {
     "benchmark", "transport", "mode", "scheme", "categories", "small", "medium", "large", "buffers", "skew_bias",
     "seed", "trace", "warmup_s", "warmup_iterations", "duration_s", "iterations", "window", "outstanding",
     "validate", "busy_poll", "grpc_tx_zerocopy", "grpc_api", "ps", "num_workers", "worker_index", "run_id",
     "connect_timeout_s", "rpc_timeout_s", "max_input_size", "max_payload_memory", "sizes", "load", "load_sweep",
     "max_in_flight", "rdma"};
+constexpr const char* kLoadFields[] = {"kind", "rate"};
+constexpr const char* kLoadSweepFields[] = {"kind", "lo", "hi", "factor"};
+constexpr const char* kRdmaFields[] = {"device", "port", "gid_index", "mtu", "queue_depth", "slot_bytes", "poll"};
+
+// INVALID_ARGUMENT naming the first field of object `o` (`where`: "" at the top) not in `known`.
+absl::Status OnlyKnownFields(const nlohmann::json& o, std::span<const char* const> known, const std::string& where) {
+  if (!o.is_object()) return absl::OkStatus();  // the parse says what is wrong with it
+  for (const auto& [key, value] : o.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scenario: ", where.empty() ? "" : "in '" + where + "', ", "'", key, "' is not a field psbench ",
+          PsbenchVersion(), " knows (a psbench of another version wrote it? install one psbench on every node)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
 absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("scenario: not a JSON object");
-  for (const auto& [key, value] : j.items()) {
-    if (std::find(std::begin(kScenarioFields), std::end(kScenarioFields), key) == std::end(kScenarioFields)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scenario: '", key, "' is not a field psbench ", PsbenchVersion(),
-          " knows (a psbench of another version wrote it? install one psbench on every node)"));
-    }
+  for (const auto& [where, known] : std::initializer_list<std::pair<const char*, std::span<const char* const>>>{
+           {"", kScenarioFields}, {"load", kLoadFields}, {"load_sweep", kLoadSweepFields}, {"rdma", kRdmaFields}}) {
+    const nlohmann::json& o = *where ? (j.contains(where) ? j[where] : nlohmann::json()) : j;
+    if (absl::Status st = OnlyKnownFields(o, known, where); !st.ok()) return st;
   }
   try {
     Scenario s;

@@ -69,21 +69,26 @@ std::string RepetitionText(int index, int of) {
 }
 
 void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
-                     const std::vector<std::vector<Record>>& headlines, int repetitions) {
+                     const std::vector<std::vector<Record>>& headlines, int repetitions, bool stopped) {
   const std::vector<std::string> labels = Labels(entries);
   // The mode is said once when the labels do not carry it, and only where a transport has one.
   const bool any_mode = std::any_of(entries.begin(), entries.end(),
                                     [](const CompareEntry& e) { return TransportHonoursMode(e.transport); });
-  const bool one_mode = any_mode && entries[0].label.find('/') == std::string::npos;
+  const bool carried = std::any_of(entries.begin(), entries.end(), [](const CompareEntry& e) {
+    return TransportHonoursMode(e.transport) && e.label == TransportWithMode(e.transport, e.mode);
+  });
+  const bool one_mode = any_mode && !carried;
+  const std::string partial = stopped ? " | stopped at a failure: of the runs that completed" : "";
   const std::string mode = one_mode ? absl::StrCat(" | mode ", std::string(WireModeName(entries[0].mode))) : "";
   if (entries.size() == 1) {
-    fmt::print(out, "\n# psbench repetitions: {}{} | {} runs of each, fresh processes for each\n", labels[0], mode,
-               repetitions);
+    fmt::print(out, "\n# psbench repetitions: {}{} | {} runs of each, fresh processes for each{}\n", labels[0],
+               mode, repetitions, partial);
   } else {
-    fmt::print(out, "\n# psbench comparison: {} (baseline = {}){}{}\n", absl::StrJoin(labels, " | "), labels[0],
+    fmt::print(out, "\n# psbench comparison: {} (baseline = {}){}{}{}\n", absl::StrJoin(labels, " | "), labels[0],
                mode,
                repetitions > 1 ? absl::StrCat(" | ", repetitions, " repetitions, the entries alternating")
-                               : std::string());
+                               : std::string(),
+               partial);
   }
   std::vector<std::pair<std::string, std::string>> ratios;
   for (size_t t = 1; t < entries.size(); ++t) ratios.push_back({labels[0], labels[t]});
@@ -278,9 +283,9 @@ int RunComparison(const std::vector<CompareEntry>& entries,
           }
           if (t == 0 && rep == 0) rows_of_run = headline.size();
           if (headline.size() != rows_of_run) {
-            results = absl::DataLossError(absl::StrCat(headline.size(), " results where the scenario's first run (",
-                                                       entries[0].label, RepetitionText(1, repetitions), ") had ",
-                                                       rows_of_run));
+            results = absl::DataLossError(absl::StrCat(headline.size(), " results where the scenario's first run, ",
+                                                       entries[0].label, repetitions > 1 ? "'s repetition 1," : ",",
+                                                       " had ", rows_of_run));
           }
         }
         if (!results.ok()) {
@@ -305,7 +310,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
   }
   bool any = false;
   for (const auto& h : headlines) any |= !h.empty();
-  if (any) PrintComparison(stdout, entries, headlines, repetitions);
+  if (any) PrintComparison(stdout, entries, headlines, repetitions, !failure.empty());
   std::vector<Record> all;
   for (const auto& h : headlines) all.insert(all.end(), h.begin(), h.end());
   PrintOpenLoop(stdout, all);

@@ -39,9 +39,9 @@ std::string RepetitionText(int index, int of);
 
 // The tables of `headlines` (per entry, its headline records in run order): one per
 // benchmark, with each later entry's ratios to the first. One entry's table summarizes its
-// `repetitions`.
+// `repetitions`. `stopped`: a run failed, and the tables hold what completed before it.
 void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
-                     const std::vector<std::vector<Record>>& headlines, int repetitions);
+                     const std::vector<std::vector<Record>>& headlines, int repetitions, bool stopped = false);
 // The machine-readable rows ("kind": "comparison"): per payload, the figures of every entry,
 // their ratios to the first, and (measured more than once) their spread.
 std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,

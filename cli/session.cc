@@ -102,7 +102,7 @@ int PrintRepetitions(const Session& session, const Scenario& s, const std::vecto
   const LaunchOptions& o = session.options;
   if (o.repetitions <= 1 || headlines[0].empty()) return 0;
   const std::vector<CompareEntry> one = {{s.transport, s.mode, o.label.empty() ? s.transport : o.label}};
-  PrintComparison(stdout, one, headlines, o.repetitions);
+  PrintComparison(stdout, one, headlines, o.repetitions, /*stopped=*/!save);
   if (!save || session.json_path.empty()) return 0;
   if (absl::Status st = AppendJsonLines(session.json_path, ComparisonRecords(one, headlines, o.command)); !st.ok()) {
     fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
@@ -145,6 +145,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
       }
       if (!results.ok()) {
         PrintRepetitions(session, s, repeated, /*save=*/false);
+        WriteHdrOrWarn(HdrOutFlag(), open_loop);  // what completed
         fmt::print(stderr, "{}: {} {}{}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
                    SchemeName(s.payload.scheme), RepetitionText(rep + 1, repetitions),
                    std::string(results.status().message()));

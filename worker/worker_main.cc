@@ -372,6 +372,7 @@ int Main(int argc, char** argv) {
       }
       // The data plane's own count must be the benchmark's (the record written keeps both).
       if (std::string why = MovedDisagreement(record.extra["moved"]); !why.empty()) {
+        hold.unlock();  // Stop clears the status line under the same lock
         progress.Stop();
         Die(kProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);
       }

@@ -25,7 +25,7 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
   // series, its order, bytes, scheme, workers, PS, load kind, payload
   using Group = std::tuple<std::string, int, double, std::string, int, int, std::string, std::string>;
   std::map<Group, std::vector<const Record*>> groups;
-  size_t most = 1;  // measurements of one rate
+  std::map<Group, size_t> most;  // per group, the most measurements of one rate
   for (const auto& [key, cells] : rows) {
     if (key.load.empty()) continue;
     for (const std::string& s : series) {
@@ -33,10 +33,10 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
       if (it == cells.end()) continue;
       const auto order = std::find(series.begin(), series.end(), s) - series.begin();
       const Record* r = it->second.records[0];
-      most = std::max(most, it->second.records.size());
-      groups[{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps, JsonTextAt(LoadOf(*r), "kind"),
-              key.payload}]
-          .push_back(r);
+      const Group group{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps,
+                        JsonTextAt(LoadOf(*r), "kind"), key.payload};
+      groups[group].push_back(r);
+      most[group] = std::max(most[group], it->second.records.size());
     }
   }
   std::vector<std::pair<Group, std::vector<const Record*>>> ordered(groups.begin(), groups.end());
@@ -54,7 +54,7 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
     t.notes.push_back(
         "Latency in µs from each operation's planned start (corrected for coordinated omission), and from its "
         "actual send (unc.); lag: the send behind its plan; rates per second over the workers.");
-    if (most > 1) {
+    if (most[group] > 1) {
       t.notes.push_back("A rate measured more than once (--repetitions) shows its first measurement here; the "
                         "benchmark's table above shows medians.");
     }

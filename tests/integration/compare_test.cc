@@ -384,7 +384,10 @@ TEST_F(CompareTest, AFailedRepetitionLeavesTheSummaryOfTheOthers) {
   ASSERT_GE(err.size(), 1u) << run.Stderr();
   EXPECT_EQ(err.back().rfind("psbench: latency uniform (repetition 2/3): ", 0), 0u) << err.back();
   const std::string out = run.Stdout();
-  EXPECT_NE(out.find("# psbench repetitions: grpc | mode non-serialized | 3 runs of each"), std::string::npos) << out;
+  EXPECT_NE(out.find("# psbench repetitions: grpc | mode non-serialized | 3 runs of each, fresh processes for each | "
+                     "stopped at a failure: of the runs that completed\n"),
+            std::string::npos)
+      << out;
   auto records = ReadJsonLines(json);
   std::vector<Json> runs = OfKind(records, false);
   ASSERT_GE(runs.size(), 1u);

@@ -23,7 +23,11 @@ class VersionsTest : public IntegrationTest {
 TEST_F(VersionsTest, AWorkerOfAnotherBuildIsNamedOnce) {
   const std::string bin = tmp_.File("bin");
   std::filesystem::create_directory(bin);
-  std::filesystem::create_hard_link(BinPath("psbench"), bin + "/psbench");
+  // psbench finds its PS and worker beside its own executable (/proc/self/exe): a link to it
+  // where it can be, else a copy (another filesystem).
+  std::error_code linked;
+  std::filesystem::create_hard_link(BinPath("psbench"), bin + "/psbench", linked);
+  if (linked) std::filesystem::copy_file(BinPath("psbench"), bin + "/psbench");
   std::filesystem::create_symlink(BinPath("psbench-ps"), bin + "/psbench-ps");
   const std::string worker = tmp_.Write("bin/psbench-worker",
                                         "#!/bin/bash\nset -o pipefail\n'" + BinPath("psbench-worker") +
@@ -60,6 +64,7 @@ TEST_F(VersionsTest, AScenarioFieldTheWorkerDoesNotKnowIsRefused) {
   ASSERT_EQ(records.size(), 1u);
   Json scenario = records[0]["config"];
   scenario["connect_timeout_s"] = 1;
+  scenario["ps"] = {"127.0.0.1:1"};  // nothing listens there
   const std::string path = tmp_.Write("scenario.json", scenario.dump());
   // As it is, it is a scenario: the worker gets as far as its PS, which is gone.
   RunResult as_is = RunCommand({BinPath("psbench-worker"), "--scenario=" + path}, seconds(20));

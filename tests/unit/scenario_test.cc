@@ -43,12 +43,17 @@ TEST(ScenarioTest, AnUnknownFieldIsRefusedByName) {
   nlohmann::json j = ScenarioToJson(s);
   for (const char* key : {"sizes", "load", "load_sweep", "max_in_flight", "rdma"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_TRUE(ScenarioFromJson(j).ok()) << ScenarioFromJson(j).status();
-  j["pacing"] = "fast";
-  auto refused = ScenarioFromJson(j);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("'pacing' is not a field psbench "), absl::string_view::npos)
-      << refused.status();
-  EXPECT_NE(refused.status().message().find("another version"), absl::string_view::npos) << refused.status();
+  // At the top, and inside the objects it holds.
+  for (const char* object : {"", "load", "load_sweep", "rdma"}) {
+    nlohmann::json k = j;
+    (*object ? k[object] : k)["pacing"] = "fast";
+    auto refused = ScenarioFromJson(k);
+    ASSERT_FALSE(refused.ok()) << object;
+    EXPECT_NE(refused.status().message().find("'pacing' is not a field psbench "), absl::string_view::npos)
+        << refused.status();
+    EXPECT_NE(refused.status().message().find("another version"), absl::string_view::npos) << refused.status();
+    if (*object) EXPECT_NE(refused.status().message().find(object), absl::string_view::npos) << refused.status();
+  }
   EXPECT_FALSE(ScenarioFromJson(nlohmann::json::array()).ok());
 }
 
@@ -74,10 +79,13 @@ TEST(ScenarioTest, NumbersOutOfRangeAreErrors) {
     ASSERT_FALSE(s.ok()) << key << "=" << value;
     EXPECT_NE(s.status().message().find(key), absl::string_view::npos) << s.status();
   }
-  auto j = ScenarioToJson(Scenario());
-  j["transport"] = "grpc+verbs";
-  j["rdma"] = {{"queue_depth", 1e12}};
-  EXPECT_FALSE(ScenarioFromJson(j).ok());
+  Scenario verbs;
+  verbs.transport = "grpc+verbs";
+  auto j = ScenarioToJson(verbs);
+  j["rdma"]["queue_depth"] = 1e12;
+  auto s = ScenarioFromJson(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("queue_depth"), absl::string_view::npos) << s.status();
 }
 
 // Found by tests/fuzz/scenario_json_fuzz: a scenario file's sweep skipped ParseSweep's checks,
