@@ -22,7 +22,7 @@ const ComparisonCell* Find(const ComparisonCells& cells, const std::string& seri
 
 }  // namespace
 
-std::optional<double> ComparisonCell::Value(const Figure& f) const {
+std::optional<std::vector<double>> ComparisonCell::Values(const Figure& f) const {
   std::vector<double> values;
   for (const Record* r : records) {
     std::optional<double> v = FigureValue(*r, f);
@@ -30,18 +30,19 @@ std::optional<double> ComparisonCell::Value(const Figure& f) const {
     values.push_back(*v);
   }
   if (values.empty()) return std::nullopt;
-  return Median(std::move(values));
+  return values;
+}
+
+std::optional<double> ComparisonCell::Value(const Figure& f) const {
+  std::optional<std::vector<double>> values = Values(f);
+  if (!values) return std::nullopt;
+  return Median(*std::move(values));
 }
 
 std::optional<double> ComparisonCell::Spread(const Figure& f) const {
-  if (records.size() < 2) return std::nullopt;
-  std::vector<double> values;
-  for (const Record* r : records) {
-    std::optional<double> v = FigureValue(*r, f);
-    if (!v) return std::nullopt;
-    values.push_back(*v);
-  }
-  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  std::optional<std::vector<double>> values = Values(f);
+  if (!values || values->size() < 2) return std::nullopt;
+  const auto [low, high] = std::minmax_element(values->begin(), values->end());
   if (*low <= 0) return std::nullopt;
   return *high / *low;
 }

@@ -41,6 +41,10 @@ struct ComparisonCell {
   // How far apart the measurements are: the largest value over the smallest. None for one
   // record, a figure a record cannot give, or a smallest of 0.
   std::optional<double> Spread(const Figure& f) const;
+
+ private:
+  // Every record's value of `f`; none when a record cannot give it.
+  std::optional<std::vector<double>> Values(const Figure& f) const;
 };
 
 using ComparisonCells = std::map<std::string, ComparisonCell>;  // series -> cell

@@ -333,8 +333,10 @@ std::string Record::RepetitionText() const {
   if (it == extra.end() || !it->is_object()) return "";
   auto index = NumberAt(*it, "index"), of = NumberAt(*it, "of");
   if (!index || !of) return "";
-  return absl::StrCat("repetition ", static_cast<int>(*index), "/", static_cast<int>(*of));
+  return RepetitionName(static_cast<int>(*index), static_cast<int>(*of));
 }
+
+std::string RepetitionName(int index, int of) { return absl::StrCat("repetition ", index, "/", of); }
 
 std::string Record::Series() const {
   if (label && !label->empty()) return *label;

@@ -105,7 +105,7 @@ struct Record {
   std::string Series() const;
   // The psbench version that wrote it (environment.versions.psbench); "" when absent.
   std::string PsbenchVersion() const;
-  // With --repetitions above 1: "repetition 2/5"; else "".
+  // With --repetitions above 1: RepetitionName of its "repetition"; else "".
   std::string RepetitionText() const;
   // The run it belongs to (workers of one run share it).
   std::string RunId() const;
@@ -138,6 +138,9 @@ std::vector<nlohmann::json> RecordsToJson(const std::vector<Record>& records);
 // The summary of a latency histogram (in ns) as a record holds it.
 class Histogram;
 LatencySummary SummarizeLatency(const Histogram& h);
+
+// "repetition 2/5": repetition `index` (from 1) of `of`, as records and tables name it.
+std::string RepetitionName(int index, int of);
 
 }  // namespace psbench
 

@@ -329,10 +329,11 @@ absl::Status OnlyKnownFields(const nlohmann::json& o, std::span<const char* cons
 
 absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("scenario: not a JSON object");
+  if (absl::Status st = OnlyKnownFields(j, kScenarioFields, ""); !st.ok()) return st;
   for (const auto& [where, known] : std::initializer_list<std::pair<const char*, std::span<const char* const>>>{
-           {"", kScenarioFields}, {"load", kLoadFields}, {"load_sweep", kLoadSweepFields}, {"rdma", kRdmaFields}}) {
-    const nlohmann::json& o = *where ? (j.contains(where) ? j[where] : nlohmann::json()) : j;
-    if (absl::Status st = OnlyKnownFields(o, known, where); !st.ok()) return st;
+           {"load", kLoadFields}, {"load_sweep", kLoadSweepFields}, {"rdma", kRdmaFields}}) {
+    if (!j.contains(where)) continue;
+    if (absl::Status st = OnlyKnownFields(j[where], known, where); !st.ok()) return st;
   }
   try {
     Scenario s;

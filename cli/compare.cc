@@ -65,7 +65,7 @@ void MarkRepetition(std::vector<Record>& records, int index, int of) {
 }
 
 std::string RepetitionText(int index, int of) {
-  return of <= 1 ? std::string() : absl::StrCat(" (repetition ", index, "/", of, ")");
+  return of <= 1 ? std::string() : absl::StrCat(" (", RepetitionName(index, of), ")");
 }
 
 void PrintComparison(std::FILE* out, const std::vector<CompareEntry>& entries,
@@ -136,25 +136,18 @@ std::vector<Record> ComparisonRecords(const std::vector<CompareEntry>& entries,
       json values = json::object(), ratios = json::object(), spreads = json::object(), iterations = json::array(),
            measurements = json::array();
       for (const Figure& f : kind.figures) {
-        json v = json::array(), q = json::array();
+        json v = json::array(), q = json::array(), w = json::array();
+        auto or_null = [](std::optional<double> x) { return x ? json(*x) : json(nullptr); };
         for (const CompareEntry& e : entries) {
           auto cell = cells.find(e.label);
-          std::optional<double> value = cell == cells.end() ? std::nullopt : cell->second.Value(f);
-          v.push_back(value ? json(*value) : json(nullptr));
-          std::optional<double> ratio = CellRatio(cells, {entries[0].label, e.label}, f);
-          q.push_back(ratio ? json(*ratio) : json(nullptr));
+          const bool has = cell != cells.end();
+          v.push_back(or_null(has ? cell->second.Value(f) : std::nullopt));
+          q.push_back(or_null(CellRatio(cells, {entries[0].label, e.label}, f)));
+          w.push_back(or_null(has ? cell->second.Spread(f) : std::nullopt));
         }
         values[f.key] = v;
         ratios[f.key] = q;
-        if (c.repeated) {
-          json spread = json::array();
-          for (const CompareEntry& e : entries) {
-            auto cell = cells.find(e.label);
-            std::optional<double> x = cell == cells.end() ? std::nullopt : cell->second.Spread(f);
-            spread.push_back(x ? json(*x) : json(nullptr));
-          }
-          spreads[f.key] = spread;
-        }
+        if (c.repeated) spreads[f.key] = w;
       }
       for (const CompareEntry& e : entries) {
         auto cell = cells.find(e.label);

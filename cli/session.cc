@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
+#include "bench/comparison.h"
 #include "bench/figures.h"
 #include "bench/flag_scope.h"
 #include "bench/hdr_text.h"
@@ -12,7 +13,6 @@
 #include "bench/report.h"
 #include "bench/run_status.h"
 #include "bench/scenario_flags.h"
-#include "bench/stats.h"
 #include "cli/compare.h"
 #include "cli/launch/launch.h"
 #include "cli/launch_flags.h"
@@ -35,19 +35,15 @@ void AddHeadline(std::vector<TourRow>& rows, const Scenario& s, const std::vecto
     rows.push_back({scheme, last.payload_summary.value_or(""),
                     static_cast<uint64_t>(last.payload_bytes.value_or(0)), none, none, none});
   }
-  auto median = [&lasts, none](auto figure) {
-    std::vector<double> values;
-    for (const Record& r : lasts) {
-      if (std::optional<double> v = figure(r)) values.push_back(*v);
-    }
-    return values.empty() ? none : Median(std::move(values));
-  };
+  // The benchmark's headline figure (its first), a median as every comparison takes one.
+  ComparisonCell cell;
+  for (const Record& r : lasts) cell.records.push_back(&r);
+  const BenchmarkKind* kind = KindOf(last);
+  const double value = kind ? cell.Value(kind->figures.front()).value_or(none) : none;
   TourRow& row = rows.back();
-  if (s.benchmark == Benchmark::kLatency) {
-    row.latency_p50_us = median([](const Record& r) { return r.latency_us ? std::optional(r.latency_us->p50) : std::nullopt; });
-  }
-  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = median([](const Record& r) { return r.mb_per_s; });
-  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = median([](const Record& r) { return r.rpc_per_s; });
+  if (s.benchmark == Benchmark::kLatency) row.latency_p50_us = value;
+  if (s.benchmark == Benchmark::kBandwidth) row.bandwidth_mb_per_s = value;
+  if (s.benchmark == Benchmark::kThroughput) row.throughput_rpc_per_s = value;
 }
 
 // What to run: the chosen benchmark and scheme, or the tour over what was not chosen. Every
