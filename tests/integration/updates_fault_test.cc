@@ -110,7 +110,8 @@ TEST_F(UpdatesFaultTest, AsyncWorkerKilledMidRunThePsAccountsForExactlyWhatItApp
     }
     const Json& victim = report["workers"][kVictim];
     victim_applied[p] = victim["applied"].get<uint64_t>();
-    EXPECT_GE(victim_applied[p], 20u) << report.dump();
+    // PS 0 was watched to 20; PS 1 may be one step behind if the kill fell between the two.
+    EXPECT_GE(victim_applied[p], p == 0 ? 20u : 19u) << report.dump();
     EXPECT_LT(victim_applied[p], static_cast<uint64_t>(kSteps)) << report.dump();
     EXPECT_EQ(victim["steps"], "0-" + std::to_string(victim_applied[p] - 1))
         << "the victim's steps go out in order, one at a time: " << report.dump();
