@@ -2,7 +2,11 @@
 Barrier) and Echo and Push in both wire modes, enough for psbench-worker's latency, bandwidth
 and throughput benchmarks. Prints "listening on HOST:PORT" once serving; SIGTERM stops it.
 
-    ps.py GENERATED_DIR [MAX_MESSAGE_BYTES]
+    ps.py GENERATED_DIR [MAX_MESSAGE_BYTES [PLANE]]
+
+PLANE (default "grpc") is what GetInfo says carries its payloads; its tally of what the data
+calls moved comes with it. Another name makes a PS that misreports its plane, which a worker
+must refuse after writing its record.
 """
 import concurrent.futures
 import os
@@ -19,8 +23,11 @@ import wire
 
 
 class State:
-    def __init__(self, max_message_bytes):
+    def __init__(self, max_message_bytes, plane):
         self.lock = threading.Lock()
+        self.plane = plane
+        self.moved = {k: 0 for k in ("messages_sent", "messages_received", "bytes_sent", "bytes_received",
+                                     "payload_bytes_sent", "payload_bytes_received")}
         self.start = time.monotonic()
         self.instance = secrets.token_hex(8)
         self.max_message_bytes = max_message_bytes
@@ -36,10 +43,17 @@ class State:
             self.rpcs += 1
             self.bytes += nbytes
 
+    def tally(self, way, nbytes, payload):
+        """One data message received or sent: its bytes, `payload` of them the payload's."""
+        with self.lock:
+            self.moved[f"messages_{way}"] += 1
+            self.moved[f"bytes_{way}"] += nbytes
+            self.moved[f"payload_bytes_{way}"] += payload
+
 
 def main():
     pb = wire.load_messages(sys.argv[1])
-    state = State(int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 30)
+    state = State(int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 30, sys.argv[3] if len(sys.argv) > 3 else "grpc")
 
     def data_loss(context, error):
         context.abort(grpc.StatusCode.DATA_LOSS, f"PS: {error}")
@@ -55,9 +69,10 @@ def main():
                 data_loss(context, e)
             total = sum(len(b) for b in buffers)
             state.count(total)
-            if not push:
-                return request
-            return wire.encode_ack(total, [wire.checksum(b) for b in buffers] if sums is not None else [])
+            state.tally("received", len(request), total)
+            reply = wire.encode_ack(total, [wire.checksum(b) for b in buffers] if sums is not None else []) if push else request
+            state.tally("sent", len(reply), 0 if push else total)
+            return reply
         return handle
 
     def serialized_call(push):
@@ -70,9 +85,10 @@ def main():
                     data_loss(context, f"buffer {i} of {len(message.buffers)}: checksum differs")
             total = sum(len(b) for b in message.buffers)
             state.count(total)
-            if not push:
-                return message
-            return pb.AckMessage(bytes_received=total, checksums=computed)
+            state.tally("received", message.ByteSize(), total)
+            reply = pb.AckMessage(bytes_received=total, checksums=computed) if push else message
+            state.tally("sent", reply.ByteSize(), 0 if push else total)
+            return reply
         return handle
 
     # --- the control plane -------------------------------------------------------------------
@@ -84,7 +100,8 @@ def main():
                                  cpu_user_s=times.user, cpu_system_s=times.system,
                                  rpcs_served=state.rpcs, bytes_received=state.bytes,
                                  wall_s=time.monotonic() - state.start,
-                                 sessions_lost=state.sessions_lost, instance=state.instance)
+                                 sessions_lost=state.sessions_lost, instance=state.instance,
+                                 plane=state.plane, moved=pb.DataCounts(**state.moved))
 
     def session(request, context):
         with state.lock:

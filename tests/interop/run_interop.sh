@@ -81,6 +81,11 @@ for r in records:
     assert r["placement"]["ps"][0]["version"] == "python-interop", r["placement"]
     # The PS's own counts of the measured calls agree with the worker's (ps_counted).
     assert r["ps_counted"][0]["rpcs"] > 0 and r["ps_counted"][0]["sessions_lost"] == 0, r["ps_counted"]
+    # The PS's own tally (GetInfo's plane and moved) took the record's payload bytes, both ways.
+    moved = r["moved"]
+    assert moved["agrees"] is True and moved["ps"][0]["plane"] == "grpc", moved
+    assert moved["ps"][0]["payload_bytes_received"] == moved["payload_bytes_sent"] > 0, moved
+    assert moved["ps"][0]["payload_bytes_sent"] == moved["payload_bytes_received"], moved
 print(f"run_interop: {len(records)} records from psbench-worker against the Python PS")
 PY
 # Two workers meet at the Python PS's barriers.
@@ -101,4 +106,16 @@ if out=$(timeout 20 "$bin/psbench-worker" --ps="$pyps" --benchmark=updates --ste
 fi
 grep -q "PS $pyps: /psbench.Raw/Exchange: " <<<"$out" || fail "the error names neither the PS nor the method: $out"
 echo "run_interop: a method the PS lacks is named: $out"
+# A PS that says another plane carries its payloads: the worker writes its record, then ends
+# with one line saying so (exit 1), within its time.
+start_ps "$tmp/lying-ps.out" env PYTHONPATH="$here" "$py" "$here/ps.py" "$tmp" $((1 << 30)) rdma
+status=0
+timeout 20 "$bin/psbench-worker" --ps="$address" --benchmark=latency --sizes=1K:1K --warmup-iterations=2 \
+    --iterations=20 --json="$tmp/lying.jsonl" >"$tmp/lying.out" 2>&1 || status=$?
+[ $status = 1 ] || fail "a worker against a PS of another plane ended with $status, not 1: $(cat "$tmp/lying.out")"
+grep -q "payload bytes not where the record says: PS $address serves its payloads over 'rdma', this worker over 'grpc'" \
+    "$tmp/lying.out" || fail "the worker did not name the planes: $(cat "$tmp/lying.out")"
+"$py" -c 'import json, sys; r = json.loads(open(sys.argv[1]).readline()); assert r["moved"]["agrees"] is False, r["moved"]' \
+    "$tmp/lying.jsonl" || fail "the record does not say the planes disagree"
+echo "run_interop: a PS of another plane is refused after the record"
 echo "run_interop: PASS"
