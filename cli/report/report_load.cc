@@ -7,15 +7,58 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/load_report.h"
+#include "bench/stats.h"
 #include "cli/report/report_internal.h"
 #include "fmt/core.h"
 
 namespace psbench::report::internal {
 namespace {
 
-double Of(const json& o, const char* key) { return JsonNumberAt(o, key); }
-
 std::string Us(double v) { return Fixed(v, 1); }
+
+// One rate's figures: with one measurement, that measurement's; with several (--repetitions),
+// each figure's own median over them, and the largest p99 over the smallest.
+struct RateFigures {
+  const std::vector<const Record*>& records;
+  // The median over the measurements of `key` in the object `within` of each record's load
+  // ("" for the load itself).
+  double Median(const char* within, const char* key) const {
+    std::vector<double> v;
+    for (const Record* r : records) {
+      const json& l = LoadOf(*r);
+      v.push_back(*within ? JsonNumberAt(JsonObjectAt(l, within), key) : JsonNumberAt(l, key));
+    }
+    return psbench::Median(std::move(v));
+  }
+  double CountMedian(const char* key) const {
+    std::vector<double> v;
+    for (const Record* r : records) v.push_back(static_cast<double>(JsonCountAt(LoadOf(*r), key)));
+    return psbench::Median(std::move(v));
+  }
+  LoadPoint Point() const {
+    std::vector<double> offered, achieved, p50, p99, p9999, dropped;
+    for (const Record* r : records) {
+      const LoadPoint q = *LoadPointOf(*r);
+      offered.push_back(q.offered_per_s);
+      achieved.push_back(q.achieved_per_s);
+      p50.push_back(q.p50_us);
+      p99.push_back(q.p99_us);
+      p9999.push_back(q.p9999_us);
+      dropped.push_back(static_cast<double>(q.dropped));
+    }
+    return {psbench::Median(offered), psbench::Median(achieved),       psbench::Median(p50),
+            psbench::Median(p99),     psbench::Median(std::move(p9999)), static_cast<uint64_t>(psbench::Median(dropped))};
+  }
+  std::string P99Spread() const {
+    double lo = 0, hi = 0;
+    for (const Record* r : records) {
+      const double v = LoadPointOf(*r)->p99_us;
+      lo = lo == 0 ? v : std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    return lo > 0 ? fmt::format("{:.2f}x", hi / lo) : "-";
+  }
+};
 
 }  // namespace
 
@@ -24,7 +67,8 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
   // Per series and payload (scheme, bytes, workers, PS): its open-loop records, rising rates.
   // series, its order, bytes, scheme, workers, PS, load kind, payload
   using Group = std::tuple<std::string, int, double, std::string, int, int, std::string, std::string>;
-  std::map<Group, std::vector<const Record*>> groups;
+  using Rates = std::vector<const std::vector<const Record*>*>;  // each rate's records
+  std::map<Group, Rates> groups;
   std::map<Group, size_t> most;  // per group, the most measurements of one rate
   for (const auto& [key, cells] : rows) {
     if (key.load.empty()) continue;
@@ -35,16 +79,16 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
       const Record* r = it->second.records[0];
       const Group group{s, static_cast<int>(order), key.bytes, key.scheme, key.workers, key.ps,
                         JsonTextAt(LoadOf(*r), "kind"), key.payload};
-      groups[group].push_back(r);
+      groups[group].push_back(&it->second.records);
       most[group] = std::max(most[group], it->second.records.size());
     }
   }
-  std::vector<std::pair<Group, std::vector<const Record*>>> ordered(groups.begin(), groups.end());
+  std::vector<std::pair<Group, Rates>> ordered(groups.begin(), groups.end());
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto& a, const auto& b) { return std::get<1>(a.first) < std::get<1>(b.first); });
-  for (const auto& [group, records] : ordered) {
+  for (const auto& [group, rates] : ordered) {
     const std::string& s = std::get<0>(group);
-    const Record& first = *records.front();
+    const Record& first = *rates.front()->front();
     std::string what = fmt::format("{} {}, scheme {}, {} B, {} arrivals", s, bench, std::get<3>(group),
                                    PayloadBytesText(first), std::get<6>(group));
     if (bench == "throughput") absl::StrAppend(&what, fmt::format(", {} workers x {} PS", std::get<4>(group), std::get<5>(group)));
@@ -54,23 +98,30 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
     t.notes.push_back(
         "Latency in µs from each operation's planned start (corrected for coordinated omission), and from its "
         "actual send (unc.); lag: the send behind its plan; rates per second over the workers.");
-    if (most[group] > 1) {
-      t.notes.push_back("A rate measured more than once (--repetitions) shows its first measurement here; the "
-                        "benchmark's table above shows medians.");
+    const bool repeated = most[group] > 1;
+    if (repeated) {
+      t.notes.push_back(fmt::format(
+          "Rates measured more than once (--repetitions, up to {} times): each figure is its own median over the "
+          "measurements of that rate, and the knee is found from the medians; p99 spread: the largest p99 over "
+          "the smallest.",
+          most[group]));
     }
     t.columns = {"offered/s", "achieved/s", "p50", "p99", "p99.9", "p99.99", "unc. p50", "unc. p99", "lag p99",
                  "deferred", "dropped"};
+    if (repeated) t.columns.insert(t.columns.end(), {"runs", "p99 spread"});
     std::vector<LoadPoint> points;
     PlotLine p50{s + " p50", s, "solid", {}, {}, {}}, p99{s + " p99", s, "dashed", {}, {}, {}};
-    for (const Record* r : records) {
-      const json& l = LoadOf(*r);
-      const json& c = JsonObjectAt(l, "corrected_us");
-      const json& u = JsonObjectAt(l, "uncorrected_us");
-      t.rows.push_back({Fixed(Of(l, "offered_per_s"), 0), Fixed(Of(l, "achieved_per_s"), 0), Us(Of(c, "p50")),
-                        Us(Of(c, "p99")), Us(Of(c, "p999")), Us(Of(c, "p9999")), Us(Of(u, "p50")), Us(Of(u, "p99")),
-                        Us(Of(JsonObjectAt(l, "lag_us"), "p99")), std::to_string(JsonCountAt(l, "deferred")),
-                        std::to_string(JsonCountAt(l, "dropped"))});
-      points.push_back(*LoadPointOf(*r));
+    for (const std::vector<const Record*>* records : rates) {
+      const RateFigures f{*records};
+      const char* c = "corrected_us";
+      const char* u = "uncorrected_us";
+      t.rows.push_back({Fixed(f.Median("", "offered_per_s"), 0), Fixed(f.Median("", "achieved_per_s"), 0),
+                        Us(f.Median(c, "p50")), Us(f.Median(c, "p99")), Us(f.Median(c, "p999")),
+                        Us(f.Median(c, "p9999")), Us(f.Median(u, "p50")), Us(f.Median(u, "p99")),
+                        Us(f.Median("lag_us", "p99")), Fixed(f.CountMedian("deferred"), 0),
+                        Fixed(f.CountMedian("dropped"), 0)});
+      if (repeated) t.rows.back().insert(t.rows.back().end(), {std::to_string(records->size()), f.P99Spread()});
+      points.push_back(f.Point());
       p50.x.push_back(points.back().achieved_per_s);
       p50.y.push_back(points.back().p50_us);
       p99.x.push_back(points.back().achieved_per_s);

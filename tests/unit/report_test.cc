@@ -224,6 +224,30 @@ TEST(ReportLoadTest, SweepTablesAndPlotsPerSeriesWithTheKnee) {
   EXPECT_EQ(PlotData(r)["plots"][0]["panels"][0]["marks"][0]["label"], "knee");
 }
 
+// A sweep repeated (--repetitions): each rate's row holds each figure's median over its
+// measurements, how many there were and the spread of p99; the knee comes from the medians, so
+// one repetition's bad tail at a rate does not make the knee.
+TEST(ReportLoadTest, RepeatedRatesShowMediansAndTheKneeOfTheMedians) {
+  Report r = Build({OpenLoop("non-serialized", 1000, 1000, 50, 100), OpenLoop("non-serialized", 2000, 2000, 50, 110),
+                    OpenLoop("non-serialized", 4000, 4000, 51, 120), OpenLoop("non-serialized", 1000, 1000, 52, 104),
+                    OpenLoop("non-serialized", 2000, 1990, 900, 9000, 3), OpenLoop("non-serialized", 4000, 3900, 53, 130),
+                    OpenLoop("non-serialized", 1000, 1000, 54, 102), OpenLoop("non-serialized", 2000, 2000, 51, 115),
+                    OpenLoop("non-serialized", 4000, 3990, 52, 125)});
+  const Table* a = FindTable(r, "load-2");
+  ASSERT_NE(a, nullptr);
+  EXPECT_THAT(a->columns, ::testing::IsSupersetOf({"runs", "p99 spread"}));
+  ASSERT_EQ(a->rows.size(), 3u) << "one row per rate";
+  EXPECT_THAT(a->rows[0], ElementsAre("1000", "1000", "52.0", "102.0", "102.0", "102.0", "26.0", "51.0", "1.0", "0", "0",
+                                      "3", "1.04x"));
+  EXPECT_THAT(a->rows[1], ElementsAre("2000", "2000", "51.0", "115.0", "115.0", "115.0", "25.5", "57.5", "1.0", "0", "0",
+                                      "3", "81.82x"));
+  EXPECT_THAT(a->rows[2][1], "3990");
+  EXPECT_THAT(a->notes, ::testing::Contains(HasSubstr("No knee up to 4000/s")));
+  EXPECT_THAT(a->notes, ::testing::Contains(HasSubstr("its own median over the measurements")));
+  ASSERT_EQ(r.plots.size(), 1u);
+  EXPECT_THAT(r.plots[0].panels[0].lines[1].y, ElementsAre(102, 115, 125));
+}
+
 TEST(ReportBandwidthTest, LabelsAreSeriesAndOneSizeMakesNoPlot) {
   Report r = Build({Bandwidth("ipoib", 65536, 1000), Bandwidth("rdma", 65536, 3000)});
   EXPECT_THAT(r.series, ElementsAre("ipoib", "rdma"));
