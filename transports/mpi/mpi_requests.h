@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "payloads/payload.h"
 #include "transports/data_counts.h"
+#include "transports/poll_clock.h"
 
 namespace psbench::mpi {
 
@@ -217,44 +218,6 @@ class IdleBackoff {
   bool busy_poll_;
   int idle_polls_ = 0;
   absl::Time idle_since_ = absl::InfinitePast();
-};
-
-// The clock of a polling loop, read seldom: absl::Now() costs about 55 ns on a VM, a twentieth
-// of a small round trip over shared memory, and the loop used to read it at every poll and at
-// every request it started (32 B round trip over grpc+mpi: 7 % lower without, in this VM's
-// slow state; 23 % in its fast one). A request started gets its deadline (`deadline`:
-// timeout after the read) at the next read, so its timeout runs from then: later than the
-// send, never earlier. Reads come every kIdlePollsPerRead idle polls while the loop spins
-// flat out, or kBusyPollsPerRead polls that found work; the loop reads at every poll that
-// yields or naps (a read is nothing beside those) and at its first idle poll of a wait.
-template <typename Op>
-class PollClock {
- public:
-  explicit PollClock(absl::Duration timeout) : timeout_(timeout) {}
-
-  // `op` was just started: its deadline comes with the next Read.
-  void Started(Op* op) {
-    op->deadline = absl::InfiniteFuture();
-    unarmed_.push_back(op);
-  }
-  // Whether the poll that just ran, which found work or not, is one to read the clock after.
-  bool Due(bool progressed) {
-    return progressed ? ++busy_polls_ % kBusyPollsPerRead == 0 : ++idle_polls_ % kIdlePollsPerRead == 0;
-  }
-  absl::Time Read() {
-    const absl::Time now = absl::Now();
-    for (Op* op : unarmed_) op->deadline = now + timeout_;
-    unarmed_.clear();
-    return now;
-  }
-
- private:
-  static constexpr uint32_t kIdlePollsPerRead = 4;
-  static constexpr uint32_t kBusyPollsPerRead = 64;
-  absl::Duration timeout_;
-  std::vector<Op*> unarmed_;
-  uint32_t idle_polls_ = 0;
-  uint32_t busy_polls_ = 0;
 };
 
 }  // namespace psbench::mpi

@@ -21,53 +21,12 @@
 #include "transports/verbs/verbs_device.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
+#include "transports/poll_clock.h"
+#include "transports/verbs/verbs_client_ops.h"
 #include "transports/verbs/verbs_transport.h"
 
 namespace psbench::verbs {
 namespace {
-
-struct Registered {
-  const Payload* payload = nullptr;
-  std::shared_ptr<ibv_mr> mr;  // shared by payloads over the same arena (Payload::View)
-  std::string meta;
-  std::vector<ibv_sge> sges;
-};
-
-struct PendingOp {
-  uint64_t tag = 0;
-  Op op = Op::kPush;
-  const Registered* reg = nullptr;
-  uint32_t request_id = 0;
-  absl::Time deadline;
-  uint64_t received = 0;  // echo bytes back so far
-  BufferChecksums checksums;
-  std::string ps_error;  // the PS's own finding (echo with --validate)
-  // kExchange: where the reply goes, the PS's verdict, and the copy into the reply buffers.
-  const Registered* reply_reg = nullptr;
-  std::vector<uint64_t> sent_checksums;  // of the request as it was sent
-  bool reply_started = false;
-  ExchangeReplyMeta reply;
-  std::vector<std::span<std::byte>> reply_buffers;
-  ScatterWriter writer;
-};
-
-struct Peer {
-  std::string address;
-  std::unique_ptr<wire::PsVerbs::Stub> stub;
-  // The PS keeps our connection while this call lasts (see PsVerbs.Session).
-  std::unique_ptr<grpc::ClientContext> session_context;
-  std::unique_ptr<grpc::CompletionQueue> session_cq;
-  std::unique_ptr<grpc::ClientAsyncReader<wire::VerbsSetupReply>> session;
-  // A read left posted on the session: it completes only when the call ends, i.e. when the
-  // PS goes away.
-  wire::VerbsSetupReply session_end;
-  std::unique_ptr<Connection> conn;
-  uint32_t next_request = 1;
-  // Oldest first. Replies come back in this order, except that an exchange's (which its
-  // handler may hold) can overtake others.
-  std::deque<std::unique_ptr<PendingOp>> in_flight;
-  absl::Status failure;
-};
 
 class VerbsClient final : public Client {
  public:
@@ -208,7 +167,7 @@ class VerbsClient final : public Client {
     pending->op = op;
     pending->reg = registered_[payload].get();
     pending->request_id = p.next_request++;
-    pending->deadline = absl::Now() + options_.rpc_timeout;
+    clock_.Started(pending.get());
     if (op == Op::kEcho && options_.validate) pending->checksums.Reset(&pending->reg->payload->sizes());
     OutMessage m;
     m.kind = op == Op::kEcho ? kEcho : kPush;
@@ -252,7 +211,7 @@ class VerbsClient final : public Client {
     pending->reg = req;
     pending->reply_reg = rep;
     pending->request_id = p.next_request++;
-    pending->deadline = absl::Now() + options_.rpc_timeout;
+    clock_.Started(pending.get());
     const Payload& payload = *req->payload;
     // Metadata of this exchange's own: the request's bytes, and so its checksums, are new.
     if (options_.validate) payload.ComputeChecksums(&pending->sent_checksums);
@@ -271,6 +230,7 @@ class VerbsClient final : public Client {
 
   absl::StatusOr<Completion> Next(absl::Time deadline) override {
     ibv_wc wc[32];
+    bool first_idle = true;  // a wait's deadline is checked at once (Next(absl::Now()) polls once)
     while (true) {
       if (!ready_.empty()) {
         Completion c = std::move(ready_.front());
@@ -279,17 +239,24 @@ class VerbsClient final : public Client {
       }
       int n = cq_ ? cq_->Poll(wc, 32) : 0;
       if (n < 0) return absl::InternalError("ibv_poll_cq failed");
-      absl::Time now = absl::Now();
       if (n > 0) {
-        last_progress_ = now;
+        progressed_ = true;
         for (int i = 0; i < n; ++i) Handle(wc[i]);
         // Steady traffic from one PS must not hide that another stopped answering.
-        if (now - last_expiry_check_ > absl::Milliseconds(100)) {
-          last_expiry_check_ = now;
-          ExpireOps(now);
+        if (clock_.Due(/*progressed=*/true)) {
+          const absl::Time now = ReadClock();
+          if (now - last_expiry_check_ > absl::Milliseconds(100)) {
+            last_expiry_check_ = now;
+            ExpireOps(now);
+          }
         }
         continue;
       }
+      // Without busy polling every idle poll sleeps below, which costs more than a read.
+      if (!std::exchange(first_idle, false) && options_.rdma.busy_poll && !clock_.Due(/*progressed=*/false)) {
+        continue;
+      }
+      const absl::Time now = ReadClock();
       ExpireOps(now);
       if (!ready_.empty()) continue;
       if (now >= deadline) return absl::DeadlineExceededError("no operation finished in time");
@@ -301,6 +268,7 @@ class VerbsClient final : public Client {
       if (options_.rdma.busy_poll || !cq_) continue;
       auto got = cq_->Sleep(std::min(deadline - now, absl::Seconds(1)), wc, 32);
       if (!got.ok()) return got.status();
+      progressed_ |= *got > 0;
       for (int i = 0; i < *got; ++i) Handle(wc[i]);
     }
   }
@@ -322,7 +290,7 @@ class VerbsClient final : public Client {
 
   // A pending op, reused (no allocation per op).
   std::unique_ptr<PendingOp> TakeOp(Peer& p) {
-    if (p.in_flight.empty()) last_progress_ = absl::Now();  // a stall is counted from here
+    if (p.in_flight.empty()) progressed_ = true;  // a stall is counted from the next clock read
     if (spare_ops_.empty()) return std::make_unique<PendingOp>();
     std::unique_ptr<PendingOp> op = std::move(spare_ops_.back());
     spare_ops_.pop_back();
@@ -418,6 +386,12 @@ class VerbsClient final : public Client {
                         "the PS ended its RDMA session (its process exited or shut down)"));
       }
     }
+  }
+
+  absl::Time ReadClock() {
+    const absl::Time now = clock_.Read();
+    if (std::exchange(progressed_, false)) last_progress_ = now;
+    return now;
   }
 
   void ExpireOps(absl::Time now) {
@@ -580,6 +554,8 @@ class VerbsClient final : public Client {
   std::deque<Completion> ready_;
   std::vector<std::unique_ptr<PendingOp>> spare_ops_;
   std::vector<uint64_t> checksums_;  // scratch
+  PollClock<PendingOp> clock_{options_.rpc_timeout};
+  bool progressed_ = false;  // since the clock's last read: a completion, or a peer's first op
   absl::Time last_probe_ = absl::InfinitePast();
   absl::Time last_progress_ = absl::Now();
   absl::Time last_expiry_check_ = absl::InfinitePast();
