@@ -2,6 +2,7 @@
 // rates, a table of the rates with the three views of latency and the knee, and a plot of
 // latency against achieved rate with the knee marked.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -47,16 +48,17 @@ struct RateFigures {
       dropped.push_back(static_cast<double>(q.dropped));
     }
     return {psbench::Median(offered), psbench::Median(achieved),       psbench::Median(p50),
-            psbench::Median(p99),     psbench::Median(std::move(p9999)), static_cast<uint64_t>(psbench::Median(dropped))};
+            psbench::Median(p99),     psbench::Median(std::move(p9999)), static_cast<uint64_t>(std::llround(psbench::Median(dropped)))};
   }
   std::string P99Spread() const {
-    double lo = 0, hi = 0;
+    double lo = 0, hi = 0;  // a p99 of 0 (nothing completed) has no ratio
     for (const Record* r : records) {
       const double v = LoadPointOf(*r)->p99_us;
+      if (v <= 0) return "-";
       lo = lo == 0 ? v : std::min(lo, v);
       hi = std::max(hi, v);
     }
-    return lo > 0 ? fmt::format("{:.2f}x", hi / lo) : "-";
+    return fmt::format("{:.2f}x", hi / lo);
   }
 };
 
@@ -118,8 +120,8 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
       t.rows.push_back({Fixed(f.Median("", "offered_per_s"), 0), Fixed(f.Median("", "achieved_per_s"), 0),
                         Us(f.Median(c, "p50")), Us(f.Median(c, "p99")), Us(f.Median(c, "p999")),
                         Us(f.Median(c, "p9999")), Us(f.Median(u, "p50")), Us(f.Median(u, "p99")),
-                        Us(f.Median("lag_us", "p99")), Fixed(f.CountMedian("deferred"), 0),
-                        Fixed(f.CountMedian("dropped"), 0)});
+                        Us(f.Median("lag_us", "p99")), std::to_string(std::llround(f.CountMedian("deferred"))),
+                        std::to_string(std::llround(f.CountMedian("dropped")))});
       if (repeated) t.rows.back().insert(t.rows.back().end(), {std::to_string(records->size()), f.P99Spread()});
       points.push_back(f.Point());
       p50.x.push_back(points.back().achieved_per_s);

@@ -248,6 +248,20 @@ TEST(ReportLoadTest, RepeatedRatesShowMediansAndTheKneeOfTheMedians) {
   EXPECT_THAT(r.plots[0].panels[0].lines[1].y, ElementsAre(102, 115, 125));
 }
 
+// A repetition that completed nothing at a rate (p99 0) leaves that rate's spread unsaid, and
+// an even count of drops rounds alike in the row and in the knee.
+TEST(ReportLoadTest, RepeatedRateWithNothingCompletedHasNoSpread) {
+  Report r = Build({OpenLoop("non-serialized", 1000, 1000, 50, 100), OpenLoop("non-serialized", 1000, 0, 0, 0, 3),
+                    OpenLoop("non-serialized", 1000, 1000, 50, 200), OpenLoop("non-serialized", 2000, 2000, 50, 100),
+                    OpenLoop("non-serialized", 2000, 2000, 50, 100, 3)});
+  const Table* a = FindTable(r, "load-2");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->rows.size(), 2u);
+  EXPECT_EQ(a->rows[0].back(), "-");
+  EXPECT_EQ(a->rows[1][10], "2") << "the median of 0 and 3 drops, rounded";
+  EXPECT_EQ(a->rows[1].back(), "1.00x");
+}
+
 TEST(ReportBandwidthTest, LabelsAreSeriesAndOneSizeMakesNoPlot) {
   Report r = Build({Bandwidth("ipoib", 65536, 1000), Bandwidth("rdma", 65536, 3000)});
   EXPECT_THAT(r.series, ElementsAre("ipoib", "rdma"));
