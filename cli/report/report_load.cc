@@ -31,24 +31,17 @@ struct RateFigures {
     }
     return psbench::Median(std::move(v));
   }
-  double CountMedian(const char* key) const {
+  // A count's median, rounded (an even number of measurements may fall between two).
+  uint64_t CountMedian(const char* key) const {
     std::vector<double> v;
     for (const Record* r : records) v.push_back(static_cast<double>(JsonCountAt(LoadOf(*r), key)));
-    return psbench::Median(std::move(v));
+    return static_cast<uint64_t>(std::llround(psbench::Median(std::move(v))));
   }
+  // The point the knee and the plot take (LoadPointOf's figures, each its median).
   LoadPoint Point() const {
-    std::vector<double> offered, achieved, p50, p99, p9999, dropped;
-    for (const Record* r : records) {
-      const LoadPoint q = *LoadPointOf(*r);
-      offered.push_back(q.offered_per_s);
-      achieved.push_back(q.achieved_per_s);
-      p50.push_back(q.p50_us);
-      p99.push_back(q.p99_us);
-      p9999.push_back(q.p9999_us);
-      dropped.push_back(static_cast<double>(q.dropped));
-    }
-    return {psbench::Median(offered), psbench::Median(achieved),       psbench::Median(p50),
-            psbench::Median(p99),     psbench::Median(std::move(p9999)), static_cast<uint64_t>(std::llround(psbench::Median(dropped)))};
+    return {Median("", "offered_per_s"),        Median("", "achieved_per_s"),
+            Median("corrected_us", "p50"),      Median("corrected_us", "p99"),
+            Median("corrected_us", "p9999"),    CountMedian("dropped")};
   }
   std::string P99Spread() const {
     double lo = 0, hi = 0;  // a p99 of 0 (nothing completed) has no ratio
@@ -115,19 +108,17 @@ void LoadSections(const std::string& bench, const Rows& rows, const std::vector<
     PlotLine p50{s + " p50", s, "solid", {}, {}, {}}, p99{s + " p99", s, "dashed", {}, {}, {}};
     for (const std::vector<const Record*>* records : rates) {
       const RateFigures f{*records};
-      const char* c = "corrected_us";
+      const LoadPoint& m = points.emplace_back(f.Point());
       const char* u = "uncorrected_us";
-      t.rows.push_back({Fixed(f.Median("", "offered_per_s"), 0), Fixed(f.Median("", "achieved_per_s"), 0),
-                        Us(f.Median(c, "p50")), Us(f.Median(c, "p99")), Us(f.Median(c, "p999")),
-                        Us(f.Median(c, "p9999")), Us(f.Median(u, "p50")), Us(f.Median(u, "p99")),
-                        Us(f.Median("lag_us", "p99")), std::to_string(std::llround(f.CountMedian("deferred"))),
-                        std::to_string(std::llround(f.CountMedian("dropped")))});
+      t.rows.push_back({Fixed(m.offered_per_s, 0), Fixed(m.achieved_per_s, 0), Us(m.p50_us), Us(m.p99_us),
+                        Us(f.Median("corrected_us", "p999")), Us(m.p9999_us), Us(f.Median(u, "p50")),
+                        Us(f.Median(u, "p99")), Us(f.Median("lag_us", "p99")),
+                        std::to_string(f.CountMedian("deferred")), std::to_string(m.dropped)});
       if (repeated) t.rows.back().insert(t.rows.back().end(), {std::to_string(records->size()), f.P99Spread()});
-      points.push_back(f.Point());
-      p50.x.push_back(points.back().achieved_per_s);
-      p50.y.push_back(points.back().p50_us);
-      p99.x.push_back(points.back().achieved_per_s);
-      p99.y.push_back(points.back().p99_us);
+      p50.x.push_back(m.achieved_per_s);
+      p50.y.push_back(m.p50_us);
+      p99.x.push_back(m.achieved_per_s);
+      p99.y.push_back(m.p99_us);
     }
     std::optional<Knee> knee = FindKnee(points);
     t.notes.push_back(knee ? fmt::format("Knee: {:.0f}/s offered ({:.0f}/s achieved): {}.",

@@ -42,12 +42,13 @@ class State:
         with self.lock:
             self.rpcs += 1
             self.bytes += nbytes
+            self.moved["payload_bytes_received"] += nbytes  # as psbench's PS: the accepted payloads
 
-    def tally(self, way, nbytes, payload, message=True):
+    def tally(self, way, nbytes, payload=0):
         """A data message received or sent: its bytes, `payload` of them the payload's (a
-        received payload's bytes are added once it decodes: message=False)."""
+        received one's payload counts once accepted: count)."""
         with self.lock:
-            self.moved[f"messages_{way}"] += int(message)
+            self.moved[f"messages_{way}"] += 1
             self.moved[f"bytes_{way}"] += nbytes
             self.moved[f"payload_bytes_{way}"] += payload
 
@@ -62,7 +63,7 @@ def main():
     # --- the data plane ----------------------------------------------------------------------
     def raw_call(push):
         def handle(request, context):
-            state.tally("received", len(request), 0)  # where the bytes meet the PS, valid or not
+            state.tally("received", len(request))  # where the bytes meet the PS, valid or not
             try:
                 buffers, sums = wire.decode_payload(request)
                 if sums is not None:
@@ -71,7 +72,6 @@ def main():
                 data_loss(context, e)
             total = sum(len(b) for b in buffers)
             state.count(total)
-            state.tally("received", 0, total, message=False)
             reply = wire.encode_ack(total, [wire.checksum(b) for b in buffers] if sums is not None else []) if push else request
             state.tally("sent", len(reply), 0 if push else total)
             return reply
@@ -80,7 +80,7 @@ def main():
     def serialized_call(push):
         def handle(message, context):
             # A message that does not parse never reaches this handler, so it goes uncounted here.
-            state.tally("received", message.ByteSize(), 0)
+            state.tally("received", message.ByteSize())
             if message.checksums and len(message.checksums) != len(message.buffers):
                 data_loss(context, "one checksum per buffer")
             computed = [wire.checksum(b) for b in message.buffers] if message.checksums else []
@@ -89,7 +89,6 @@ def main():
                     data_loss(context, f"buffer {i} of {len(message.buffers)}: checksum differs")
             total = sum(len(b) for b in message.buffers)
             state.count(total)
-            state.tally("received", 0, total, message=False)
             reply = pb.AckMessage(bytes_received=total, checksums=computed) if push else message
             state.tally("sent", reply.ByteSize(), 0 if push else total)
             return reply
