@@ -86,7 +86,18 @@ class MpirunTags final : public Demux {
 // srun --label: see SrunLabelDemux.
 class SrunLabels final : public Demux {
  public:
-  std::vector<ProcessGroup::Line> Take(const std::string& line) override {
+  std::vector<ProcessGroup::Line> Take(const std::string& line) override { return Split(line, false); }
+  std::vector<ProcessGroup::Line> TakeStderr(const std::string& line) override { return Split(line, true); }
+
+  std::vector<ProcessGroup::Line> Flush() override {
+    std::vector<ProcessGroup::Line> out;
+    for (auto& [key, text] : partial_) out.push_back({key.first, std::move(text), key.second});
+    partial_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<ProcessGroup::Line> Split(const std::string& line, bool from_stderr) {
     constexpr size_t kChunk = 1024;  // srun's (Slurm 22.05's) MAX_MSG_LEN for labelled output
     // A line longer than this is passed on in pieces of this size rather than held without bound.
     constexpr size_t kMaxLine = 64 << 20;
@@ -97,23 +108,16 @@ class SrunLabels final : public Demux {
       return {{-1, line}};  // srun's own words
     }
     const absl::string_view chunk = rest.substr(colon + 2);
-    std::string& so_far = partial_[task];
+    const std::pair<int, bool> key = {task, from_stderr};
+    std::string& so_far = partial_[key];
     so_far.append(chunk.data(), chunk.size());
     if (chunk.size() == kChunk && so_far.size() < kMaxLine) return {};
-    std::vector<ProcessGroup::Line> out = {{task, std::move(so_far)}};
-    partial_.erase(task);
+    std::vector<ProcessGroup::Line> out = {{task, std::move(so_far), from_stderr}};
+    partial_.erase(key);
     return out;
   }
 
-  std::vector<ProcessGroup::Line> Flush() override {
-    std::vector<ProcessGroup::Line> out;
-    for (auto& [task, text] : partial_) out.push_back({task, std::move(text)});
-    partial_.clear();
-    return out;
-  }
-
- private:
-  std::map<int, std::string> partial_;  // task -> its line so far
+  std::map<std::pair<int, bool>, std::string> partial_;  // (task, stderr) -> its line so far
 };
 
 }  // namespace

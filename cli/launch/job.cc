@@ -239,6 +239,10 @@ class Gatherer {
 
   void Take(const ProcessGroup::Line& line) {
     int w = line.member - first_;
+    if (line.from_stderr && w >= 0 && w < num_workers_) {
+      fmt::print(stderr, "worker {}: {}\n", w, line.text);
+      return;
+    }
     if (line.from_stderr || line.member < 0) {
       fmt::print(stderr, "{}\n", line.text);  // a rank's stderr, or the launcher's own words
       return;

@@ -274,11 +274,12 @@ class SlurmLauncher : public Launcher {
     }
     argv.push_back("--multi-prog");
     argv.push_back(conf);
-    // The workers' step: srun's own stderr comes through the pipe too, where it reports each
-    // task that ended badly.
+    // The workers' step: srun's own stderr is read too, where it reports each task that ended
+    // badly, on a pipe of its own: srun forwards a task's stderr there, labelled as its stdout
+    // is, and one pipe for both could put a stderr line between two chunks of a long record.
     const bool workers = role == "workers";
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
-                                     {.capture_stdout = true, .hold_stdin = false, .stderr_to_stdout = workers});
+                                     {.capture_stdout = true, .hold_stdin = false, .capture_stderr = workers});
     if (!child.ok()) return child.status();
     return GroupBehindLauncher(*std::move(child), SrunLabelDemux(), std::move(names), nullptr,
                                workers ? MemberExits([](const ProcessGroup::Line& l) {

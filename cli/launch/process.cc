@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -52,14 +53,15 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   if (argv[0].find('/') != std::string::npos && access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", strerror(errno)));
   }
-  int out[2] = {-1, -1}, in[2] = {-1, -1}, exec_error[2] = {-1, -1};
+  int out[2] = {-1, -1}, err_out[2] = {-1, -1}, in[2] = {-1, -1}, exec_error[2] = {-1, -1};
   auto close_all = [&] {
-    for (int fd : {out[0], out[1], in[0], in[1], exec_error[0], exec_error[1]}) {
+    for (int fd : {out[0], out[1], err_out[0], err_out[1], in[0], in[1], exec_error[0], exec_error[1]}) {
       if (fd >= 0) close(fd);
     }
   };
+  const bool capture_stderr = io.capture_stdout && io.capture_stderr && !io.stderr_to_stdout;
   if ((io.capture_stdout && pipe2(out, O_CLOEXEC) != 0) ||
-      (io.hold_stdin && pipe2(in, O_CLOEXEC) != 0) || pipe2(exec_error, O_CLOEXEC) != 0) {
+      (capture_stderr && pipe2(err_out, O_CLOEXEC) != 0) || (io.hold_stdin && pipe2(in, O_CLOEXEC) != 0) || pipe2(exec_error, O_CLOEXEC) != 0) {
     int err = errno;
     close_all();
     return absl::InternalError(absl::StrCat("pipe: ", strerror(err)));
@@ -81,6 +83,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
     if (getppid() != parent) _exit(127);
     if (io.capture_stdout) dup2(out[1], STDOUT_FILENO);
     if (io.capture_stdout && io.stderr_to_stdout) dup2(out[1], STDERR_FILENO);
+    if (capture_stderr) dup2(err_out[1], STDERR_FILENO);
     if (io.hold_stdin) {
       dup2(in[0], STDIN_FILENO);
     } else if (int null = open("/dev/null", O_RDONLY); null >= 0) {
@@ -107,6 +110,12 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
     close(out[1]);
     child.stdout_fd_ = out[0];
   }
+  if (capture_stderr) {
+    close(err_out[1]);
+    child.stderr_fd_ = err_out[0];
+  } else {
+    child.stderr_ended_ = true;
+  }
   if (io.hold_stdin) {
     close(in[0]);
     child.stdin_fd_ = in[1];
@@ -122,7 +131,11 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
   std::swap(pid_, o.pid_);
   std::swap(stdout_fd_, o.stdout_fd_);
   std::swap(stdin_fd_, o.stdin_fd_);
+  std::swap(stderr_fd_, o.stderr_fd_);
   std::swap(buffered_, o.buffered_);
+  std::swap(stderr_buffered_, o.stderr_buffered_);
+  std::swap(stdout_ended_, o.stdout_ended_);
+  std::swap(stderr_ended_, o.stderr_ended_);
   std::swap(status_, o.status_);
   return *this;
 }
@@ -131,26 +144,57 @@ ChildProcess::~ChildProcess() {
   if (pid_ > 0 && !status_) Stop(SIGKILL, absl::ZeroDuration());
   if (stdout_fd_ >= 0) close(stdout_fd_);
   if (stdin_fd_ >= 0) close(stdin_fd_);
+  if (stderr_fd_ >= 0) close(stderr_fd_);
 }
 
 absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Time deadline) {
+  auto out = ReadOutput(deadline);
+  if (!out.ok()) return out.status();
+  return std::move(out->text);
+}
+
+absl::StatusOr<ChildProcess::Output> ChildProcess::ReadOutput(absl::Time deadline) {
+  struct Pipe {
+    int fd;
+    std::string& buffered;
+    bool& ended;
+    bool from_stderr;
+  };
+  Pipe pipes[2] = {{stdout_fd_, buffered_, stdout_ended_, false},
+                   {stderr_fd_, stderr_buffered_, stderr_ended_, true}};
   while (true) {
-    if (auto nl = buffered_.find('\n'); nl != std::string::npos) {
-      std::string line = buffered_.substr(0, nl);
-      buffered_.erase(0, nl + 1);
-      return line;
+    // A whole line first (stdout's before stderr's); the rest of a closed pipe's last line.
+    for (Pipe& p : pipes) {
+      if (auto nl = p.buffered.find('\n'); nl != std::string::npos) {
+        Output line{p.buffered.substr(0, nl), p.from_stderr};
+        p.buffered.erase(0, nl + 1);
+        return line;
+      }
+      if (p.ended && !p.buffered.empty()) return Output{std::exchange(p.buffered, {}), p.from_stderr};
     }
+    if (stdout_ended_ && stderr_ended_) return absl::UnavailableError("exited before answering");
     // A deadline already past still takes what is there (a zero-timeout poll).
     int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-    pollfd p{stdout_fd_, POLLIN, 0};
-    int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1 << 30)));
+    pollfd fds[2];
+    nfds_t n_fds = 0;
+    for (const Pipe& p : pipes) {
+      if (!p.ended) fds[n_fds++] = {p.fd, POLLIN, 0};
+    }
+    int rc = poll(fds, n_fds, static_cast<int>(std::min<int64_t>(left_ms, 1 << 30)));
     if (rc < 0 && errno == EINTR) continue;
     if (rc <= 0) return absl::DeadlineExceededError("timed out");
-    char buf[4096];
-    ssize_t n = read(stdout_fd_, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::UnavailableError("exited before answering");
-    buffered_.append(buf, static_cast<size_t>(n));
+    for (nfds_t i = 0; i < n_fds; ++i) {
+      if (fds[i].revents == 0) continue;
+      Pipe& p = fds[i].fd == stdout_fd_ ? pipes[0] : pipes[1];
+      char buf[4096];
+      ssize_t n = read(p.fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        p.ended = true;
+      } else {
+        p.buffered.append(buf, static_cast<size_t>(n));
+      }
+    }
   }
 }
 

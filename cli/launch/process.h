@@ -29,6 +29,15 @@ class ChildProcess {
     // stderr into the stdout pipe as well (a launcher such as mpirun whose own messages name
     // the rank that failed; capture_stdout only)
     bool stderr_to_stdout = false;
+    // stderr to a pipe of its own, read with ReadOutput (a launcher such as srun that forwards
+    // its tasks' stdout and stderr alike: merged, a stderr line could fall inside a long
+    // stdout line); capture_stdout only
+    bool capture_stderr = false;
+  };
+  // A line of the child's output, and which pipe it came on.
+  struct Output {
+    std::string text;
+    bool from_stderr = false;
   };
   // Starts argv[0] (a path, or a name looked up in PATH) with `argv`; stderr is inherited.
   static absl::StatusOr<ChildProcess> Start(const std::string& name,
@@ -44,8 +53,11 @@ class ChildProcess {
   bool HasBufferedLine() const { return buffered_.find('\n') != std::string::npos; }
 
   // Reads one line from the child's stdout, waiting at most until `deadline`. Unavailable
-  // once its stdout is closed.
+  // once its stdout is closed (the rest of an unterminated last line comes as a line first).
+  // With Io::capture_stderr, stderr's lines come too: ReadOutput tells them apart.
   absl::StatusOr<std::string> ReadLine(absl::Time deadline);
+  // ReadLine, saying which pipe each line came on; Unavailable once both are closed.
+  absl::StatusOr<Output> ReadOutput(absl::Time deadline);
   // Non-blocking: the exit status (kKilledBySignal + N for signal N) once the child has exited.
   std::optional<int> Poll();
   // Closes the pipe on the child's stdin (Io::hold_stdin): a child that exits at the end of
@@ -66,7 +78,9 @@ class ChildProcess {
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   int stdin_fd_ = -1;
-  std::string buffered_;
+  int stderr_fd_ = -1;
+  std::string buffered_, stderr_buffered_;
+  bool stdout_ended_ = false, stderr_ended_ = false;
   std::optional<int> status_;
 };
 

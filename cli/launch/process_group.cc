@@ -121,14 +121,16 @@ class LauncherGroup : public ProcessGroup {
   absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) override {
     while (ready_.empty()) {
       if (closed_) return std::nullopt;
-      auto line = launcher_.ReadLine(deadline);
+      auto line = launcher_.ReadOutput(deadline);
       if (!line.ok()) {
         if (line.status().code() != absl::StatusCode::kUnavailable) return line.status();
         closed_ = true;
         for (Line& l : demux_->Flush()) Deliver(std::move(l));
         continue;
       }
-      for (Line& l : demux_->Take(*line)) Deliver(std::move(l));
+      for (Line& l : line->from_stderr ? demux_->TakeStderr(line->text) : demux_->Take(line->text)) {
+        Deliver(std::move(l));
+      }
     }
     Line next = std::move(ready_.front());
     ready_.pop_front();

@@ -22,7 +22,7 @@ class ProcessGroup {
   struct Line {
     int member = -1;  // -1: the launcher's own output, not one member's
     std::string text;
-    bool from_stderr = false;  // a member's stderr that the launcher tagged (mpirun)
+    bool from_stderr = false;  // a member's stderr, which the launcher tagged or kept apart
   };
   // A member that failed, and how ("exited with status 1", "exited on signal 9 (Killed)").
   struct Failure {
@@ -93,12 +93,16 @@ class Demux {
   // The lines that `line` of the launcher's output completes: none when it only continued
   // one; member -1 for the launcher's own words.
   virtual std::vector<ProcessGroup::Line> Take(const std::string& line) = 0;
+  // The same for a line of the launcher's stderr, where it is read apart from its stdout
+  // (srun's worker step): by default the launcher's own words.
+  virtual std::vector<ProcessGroup::Line> TakeStderr(const std::string& line) { return {{-1, line}}; }
   // Once the launcher's output has ended: what is left of every member's line, as it is.
   virtual std::vector<ProcessGroup::Line> Flush() = 0;
 };
 
-// One launcher process whose stdout carries each member's output tagged: `demux` turns what
-// it prints into the members' lines.
+// One launcher process whose stdout (and stderr, where ChildProcess::Io::capture_stderr keeps
+// it apart) carries each member's output tagged: `demux` turns what it prints into the
+// members' lines.
 // `name_failure`, when given, reads the launcher's own (untagged) output for the member
 // that failed (mpirun names the rank).
 // `member_exits`, when given, reads each line for members that ended and how: the launcher's

@@ -2,6 +2,7 @@
 // output (chunks of long lines, interleaved ranks) and shell quoting.
 #include "cli/launch/demux.h"
 #include "cli/launch/launchers.h"
+#include "cli/launch/process.h"
 #include "cli/launch/ps_address.h"
 
 #include <signal.h>
@@ -137,6 +138,54 @@ TEST(SrunLabelDemuxTest, AHeldChunkIsPassedOnAtTheEnd) {
   EXPECT_EQ(left[0].member, 3);
   EXPECT_EQ(left[0].text, std::string(1024, 'x'));
   EXPECT_TRUE(demux->Flush().empty());
+}
+
+// srun labels a task's stderr as it does its stdout; read from srun's stderr apart, a stderr
+// line that comes between two chunks of a long stdout line does not end up inside it.
+TEST(SrunLabelDemuxTest, AStderrLineBetweenChunksStaysApart) {
+  auto demux = SrunLabelDemux();
+  const std::string record = "{" + std::string(1500, 'r') + "}";
+  EXPECT_TRUE(demux->Take("0: " + record.substr(0, 1024)).empty());
+  auto err = demux->TakeStderr("0: a warning");
+  ASSERT_EQ(err.size(), 1u);
+  EXPECT_EQ(err[0].member, 0);
+  EXPECT_TRUE(err[0].from_stderr);
+  EXPECT_EQ(err[0].text, "a warning");
+  auto own = demux->TakeStderr("srun: error: node1: task 1: Exited with exit code 1");
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].member, -1);
+  EXPECT_TRUE(demux->TakeStderr("0: " + std::string(1024, 'e')).empty());  // a long stderr line
+  auto whole = demux->Take("0: " + record.substr(1024));
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].member, 0);
+  EXPECT_FALSE(whole[0].from_stderr);
+  EXPECT_EQ(whole[0].text, record);
+  auto left = demux->Flush();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_TRUE(left[0].from_stderr);
+  EXPECT_EQ(left[0].text, std::string(1024, 'e'));
+}
+
+// A child read on two pipes: each line says where it came from, and the rest of an
+// unterminated last line is passed on before the end.
+TEST(ChildProcessTest, ReadsStdoutAndStderrApart) {
+  auto child = ChildProcess::Start(
+      "sh", {"/bin/sh", "-c", "echo out1; echo err1 >&2; echo out2; printf err-tail >&2; printf out-tail"},
+      {.capture_stdout = true, .capture_stderr = true});
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::vector<std::string> out, err;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (true) {
+    auto line = child->ReadOutput(deadline);
+    if (!line.ok()) {
+      EXPECT_EQ(line.status().code(), absl::StatusCode::kUnavailable) << line.status();
+      break;
+    }
+    (line->from_stderr ? err : out).push_back(line->text);
+  }
+  EXPECT_THAT(out, ::testing::ElementsAre("out1", "out2", "out-tail"));
+  EXPECT_THAT(err, ::testing::ElementsAre("err1", "err-tail"));
+  EXPECT_EQ(child->Stop(SIGTERM, absl::Seconds(5)), 0);
 }
 
 TEST(MpirunTagDemuxTest, APartialLineIsPassedOnAtTheEnd) {

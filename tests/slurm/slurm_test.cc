@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
@@ -223,6 +224,44 @@ TEST_F(SlurmTest, OnePsTwoWorkersInAnAllocation) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
   ExpectOnePsTwoWorkers(ReadJsonLines(json), r.Describe());
   ExpectThroughputTable(r.out, r.Describe());
+}
+
+// srun forwards a task's stderr labelled as its stdout is. Workers here write each long
+// record in two parts with a stderr line between them (srun sends the first 1024 bytes and
+// holds the rest for its newline): every record still comes as written, and the stderr line
+// is passed on as the worker's.
+TEST_F(SlurmTest, AStderrLineInsideARecordDoesNotBreakIt) {
+  const std::string bin = tmp_.File("bin");
+  fs::create_directories(bin);
+  fs::create_symlink(BinPath("psbench-ps"), bin + "/psbench-ps");
+  const std::string worker = bin + "/psbench-worker";
+  {
+    std::ofstream script(worker);
+    script << "#!/bin/bash\nset -o pipefail\n'" << BinPath("psbench-worker") << "' \"$@\" | python3 -c '\n"
+           << "import sys, time\n"
+           << "for line in sys.stdin:\n"
+           << "    if line.startswith(\"{\") and len(line) > 1100:\n"
+           << "        sys.stdout.write(line[:1100]); sys.stdout.flush(); time.sleep(0.3)\n"
+           << "        sys.stderr.write(\"a warning between the chunks\\n\"); sys.stderr.flush(); time.sleep(0.3)\n"
+           << "        line = line[1100:]\n"
+           << "    sys.stdout.write(line); sys.stdout.flush()\n"
+           << "'\n";
+  }
+  fs::permissions(worker, fs::perms::owner_all);
+  const std::string json = tmp_.File("r.jsonl");
+  RunResult r = RunCommand(SallocPsbench(Concat(kThroughput, {"--remote-bin-dir=" + bin, "--json=" + json})),
+                           seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
+  std::vector<Json> records = ReadJsonLines(json);
+  ExpectOnePsTwoWorkers(records, r.Describe());
+  // Merged into one stream, the line had landed inside a record, and in a key of it: a record
+  // that still parsed ("busy_a warning between the chunkspoll").
+  for (const Json& rec : records) {
+    EXPECT_FALSE(Contains(rec.dump(), "a warning")) << rec.dump();
+    EXPECT_TRUE(rec["config"].contains("busy_poll")) << rec.dump();
+  }
+  EXPECT_TRUE(Contains(r.err, "worker 0: a warning between the chunks")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "worker 1: a warning between the chunks")) << r.Describe();
 }
 
 TEST_F(SlurmTest, PsInterfaceLoListensOnLoopback) {
