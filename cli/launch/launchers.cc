@@ -243,9 +243,14 @@ class SlurmLauncher : public Launcher {
     std::string conf = absl::StrCat(work_dir_, "/", role, ".multi-prog");
     std::ofstream file(conf);
     std::vector<std::string> hosts, names;
+    // The PS step ends cleanly: srun forwards its stdin to every task, and when psbench closes
+    // it each PS stops as told and exits 0. A signal would have srun cancel the step, print
+    // its cancellation as errors after every run that went well, and SIGKILL the PS.
+    const bool ps = role == "ps";
     for (size_t i = 0; i < members.size(); ++i) {
       std::vector<std::string> quoted;
       for (const auto& a : members[i].argv) quoted.push_back(ShellQuote(a));
+      if (ps) quoted.push_back("--exit-on-stdin-close");
       file << i << " " << absl::StrJoin(quoted, " ") << "\n";
       hosts.push_back(members[i].host);
       names.push_back(absl::StrCat(members[i].name, " on ", members[i].host));
@@ -266,6 +271,7 @@ class SlurmLauncher : public Launcher {
                                      "--nodelist=" + absl::StrJoin(nodes, ","),
                                      "--job-name=psbench-" + role};
     for (const auto& a : args_) argv.push_back(a);
+    if (ps) argv.push_back("--input=all");
     // One MPI job (grpc+mpi) needs a PMI for its ranks to find each other; Open MPI takes PMIx.
     if (role == "job" && std::none_of(args_.begin(), args_.end(), [](const std::string& a) {
           return absl::StartsWith(a, "--mpi");
@@ -279,7 +285,7 @@ class SlurmLauncher : public Launcher {
     // is, and one pipe for both could put a stderr line between two chunks of a long record.
     const bool workers = role == "workers";
     auto child = ChildProcess::Start("srun (" + role + ")", argv,
-                                     {.capture_stdout = true, .hold_stdin = false, .capture_stderr = workers});
+                                     {.capture_stdout = true, .hold_stdin = ps, .capture_stderr = workers});
     if (!child.ok()) return child.status();
     return GroupBehindLauncher(*std::move(child), SrunLabelDemux(), std::move(names), nullptr,
                                workers ? MemberExits([](const ProcessGroup::Line& l) {

@@ -161,7 +161,16 @@ class LauncherGroup : public ProcessGroup {
     return i < names_.size() ? names_[i] : absl::StrCat("member ", i);
   }
   bool StopStatusIsMembers() const override { return false; }
-  int Stop(int sig, absl::Duration grace) override { return launcher_.Stop(sig, grace); }
+  int Stop(int sig, absl::Duration grace) override {
+    // First the end of its stdin, where it has one (srun's PS step, whose tasks exit when it
+    // ends): what srun then reports is the members' own clean ending.
+    if (launcher_.CloseStdin()) {
+      const absl::Time polite = absl::Now() + grace / 2;
+      while (!launcher_.Poll() && absl::Now() < polite) absl::SleepFor(absl::Milliseconds(5));
+      grace /= 2;
+    }
+    return launcher_.Stop(sig, grace);
+  }
   // srun and mpirun pass on a task killed by signal N as their own exit status 128 + N, as a
   // shell does (psbench's programs never exit above 2 themselves).
   std::string DescribeStatus(int status) const override {

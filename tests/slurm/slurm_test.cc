@@ -224,6 +224,9 @@ TEST_F(SlurmTest, OnePsTwoWorkersInAnAllocation) {
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << ClusterLogs();
   ExpectOnePsTwoWorkers(ReadJsonLines(json), r.Describe());
   ExpectThroughputTable(r.out, r.Describe());
+  // The PS step ends as told (the end of its stdin), not cancelled: srun has no error to
+  // print after a run that went well.
+  EXPECT_EQ(r.err, "") << r.Describe();
 }
 
 // srun forwards a task's stderr labelled as its stdout is. Workers here write each long
