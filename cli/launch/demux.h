@@ -18,8 +18,9 @@ std::unique_ptr<Demux> MpirunTagDemux();
 // forwards a line in chunks of 1024 bytes, each labelled as a line of its own, and ends every
 // line with a shorter chunk (an empty one after a line of 1024 x k bytes): a chunk of exactly
 // 1024 bytes continues on the task's next labelled line. A task's stderr, which srun labels
-// alike, is told apart where srun's stderr is read apart (TakeStderr). (A task that exits may still have the rest of its
-// output cut anywhere by srun's flush: records are gathered until they parse, cli/launch/job.cc.)
+// alike, is told apart where srun's stderr is read apart (TakeStderr). (A task that exits may
+// still have the rest of its output cut anywhere by srun's flush: records are gathered until
+// they parse, cli/launch/job.cc.)
 std::unique_ptr<Demux> SrunLabelDemux();
 
 }  // namespace psbench

@@ -133,7 +133,7 @@ class Gatherer {
         num_ps_(num_ps), budget_(budget), deadline_(absl::Now() + budget), scenario_(s), plans_(plans),
         keep_survivors_(keep_survivors), records_(num_workers), pending_(num_workers), finished_(num_workers) {}
 
-  // Reads until every worker's stdout has closed, or the run fails.
+  // Reads until every pipe of the workers has closed, or the run fails.
   absl::Status Run() {
     while (failure_.ok()) {
       if (Interrupted()) return failure_ = InterruptedError();

@@ -270,8 +270,8 @@ class SlurmLauncher : public Launcher {
                                      absl::StrCat("--nodes=", nodes.size()),
                                      "--nodelist=" + absl::StrJoin(nodes, ","),
                                      "--job-name=psbench-" + role};
+    if (ps) argv.push_back("--input=all");  // before --srun-args: a user's --input wins
     for (const auto& a : args_) argv.push_back(a);
-    if (ps) argv.push_back("--input=all");
     // One MPI job (grpc+mpi) needs a PMI for its ranks to find each other; Open MPI takes PMIx.
     if (role == "job" && std::none_of(args_.begin(), args_.end(), [](const std::string& a) {
           return absl::StartsWith(a, "--mpi");

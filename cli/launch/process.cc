@@ -61,7 +61,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::string& name,
   };
   const bool capture_stderr = io.capture_stdout && io.capture_stderr && !io.stderr_to_stdout;
   if ((io.capture_stdout && pipe2(out, O_CLOEXEC) != 0) ||
-      (capture_stderr && pipe2(err_out, O_CLOEXEC) != 0) || (io.hold_stdin && pipe2(in, O_CLOEXEC) != 0) || pipe2(exec_error, O_CLOEXEC) != 0) {
+      (capture_stderr && pipe2(err_out, O_CLOEXEC) != 0) || (io.hold_stdin && pipe2(in, O_CLOEXEC) != 0) ||
+      pipe2(exec_error, O_CLOEXEC) != 0) {
     int err = errno;
     close_all();
     return absl::InternalError(absl::StrCat("pipe: ", strerror(err)));

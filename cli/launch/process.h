@@ -1,5 +1,5 @@
-// Child processes of a launcher: started with a pipe on stdout, killed with
-// the launcher (PR_SET_PDEATHSIG), reaped without blocking.
+// Child processes of a launcher: started with a pipe on stdout (and on stderr, or stdin, when
+// asked), killed with the launcher (PR_SET_PDEATHSIG), reaped without blocking.
 #ifndef PSBENCH_CLI_LAUNCH_PROCESS_H_
 #define PSBENCH_CLI_LAUNCH_PROCESS_H_
 
@@ -39,7 +39,8 @@ class ChildProcess {
     std::string text;
     bool from_stderr = false;
   };
-  // Starts argv[0] (a path, or a name looked up in PATH) with `argv`; stderr is inherited.
+  // Starts argv[0] (a path, or a name looked up in PATH) with `argv`; stderr is inherited
+  // unless `io` says otherwise.
   static absl::StatusOr<ChildProcess> Start(const std::string& name,
                                             const std::vector<std::string>& argv, const Io& io);
   ChildProcess(ChildProcess&&) noexcept;
@@ -48,9 +49,12 @@ class ChildProcess {
 
   const std::string& name() const { return name_; }
   pid_t pid() const { return pid_; }
-  int stdout_fd() const { return stdout_fd_; }  // for poll() over several children
-  // Lines already read from stdout, waiting in the buffer (poll() cannot see them).
-  bool HasBufferedLine() const { return buffered_.find('\n') != std::string::npos; }
+  // For poll() over several children (whose stderr is not captured: ReadOutput polls both).
+  int stdout_fd() const { return stdout_fd_; }
+  // Lines already read, waiting in a buffer (poll() cannot see them).
+  bool HasBufferedLine() const {
+    return buffered_.find('\n') != std::string::npos || stderr_buffered_.find('\n') != std::string::npos;
+  }
 
   // Reads one line from the child's stdout, waiting at most until `deadline`. Unavailable
   // once its stdout is closed (the rest of an unterminated last line comes as a line first).
@@ -61,7 +65,7 @@ class ChildProcess {
   // Non-blocking: the exit status (kKilledBySignal + N for signal N) once the child has exited.
   std::optional<int> Poll();
   // Closes the pipe on the child's stdin (Io::hold_stdin): a child that exits at the end of
-  // its input (psbench-ps --exit-on-stdin-close over ssh) stops cleanly. False when it had
+  // its input (psbench-ps --exit-on-stdin-close over ssh, or behind srun) stops cleanly. False when it had
   // no such pipe (or it is closed already).
   bool CloseStdin();
   // Sends `sig`; if the child is still there after `grace`, SIGKILL. Returns its status.

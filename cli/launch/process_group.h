@@ -39,8 +39,9 @@ class ProcessGroup {
 
   virtual ~ProcessGroup() = default;
 
-  // The next stdout line of any member, waiting at most until `deadline` (DeadlineExceeded).
-  // nullopt once every member's stdout has closed.
+  // The next line of any member, waiting at most until `deadline` (DeadlineExceeded).
+  // nullopt once every pipe the group reads (every member's stdout; a launcher's stderr where
+  // it is read apart) has closed.
   virtual absl::StatusOr<std::optional<Line>> ReadLine(absl::Time deadline) = 0;
   // Once every process of the group has exited: the worst exit status (kKilledBySignal +
   // signal for a signal); which member failed, when the launcher can tell, is in

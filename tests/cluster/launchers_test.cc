@@ -1,5 +1,6 @@
 // The cluster launchers' parsers: host lists, Slurm's tasks per node, Open MPI's tagged
-// output (chunks of long lines, interleaved ranks) and shell quoting.
+// output (chunks of long lines, interleaved ranks), srun's labels and shell quoting; and how a
+// launcher's child is read (stdout and stderr apart) and stopped (its stdin first).
 #include "cli/launch/demux.h"
 #include "cli/launch/launchers.h"
 #include "cli/launch/process.h"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -186,6 +188,36 @@ TEST(ChildProcessTest, ReadsStdoutAndStderrApart) {
   EXPECT_THAT(out, ::testing::ElementsAre("out1", "out2", "out-tail"));
   EXPECT_THAT(err, ::testing::ElementsAre("err1", "err-tail"));
   EXPECT_EQ(child->Stop(SIGTERM, absl::Seconds(5)), 0);
+}
+
+// A child that closes its stdout still has its stderr read to the end.
+TEST(ChildProcessTest, StderrIsReadAfterStdoutCloses) {
+  auto child = ChildProcess::Start("sh", {"/bin/sh", "-c", "echo out; exec 1>&-; sleep 0.2; echo late >&2"},
+                                   {.capture_stdout = true, .capture_stderr = true});
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::vector<std::pair<std::string, bool>> lines;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (auto line = child->ReadOutput(deadline); line.ok(); line = child->ReadOutput(deadline)) {
+    lines.emplace_back(line->text, line->from_stderr);
+  }
+  EXPECT_THAT(lines, ::testing::ElementsAre(std::pair<std::string, bool>{"out", false},
+                                            std::pair<std::string, bool>{"late", true}));
+}
+
+// A launcher that holds its members' stdin (srun's PS step) is stopped by its end first: it
+// exits as told, with its own status, and no signal is sent while it does.
+TEST(LauncherGroupTest, StopClosesStdinBeforeSignalling) {
+  auto child = ChildProcess::Start("sh", {"/bin/sh", "-c", "trap 'exit 9' TERM; cat >/dev/null; echo bye; exit 0"},
+                                   {.capture_stdout = true, .hold_stdin = true});
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto group = GroupBehindLauncher(*std::move(child), SrunLabelDemux(), {"PS 0"});
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(group->Stop(SIGTERM, absl::Seconds(20)), 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited out the polite half";
+  auto line = group->ReadLine(absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(line.ok()) << line.status();
+  ASSERT_TRUE(line->has_value());
+  EXPECT_EQ((*line)->text, "bye");
 }
 
 TEST(MpirunTagDemuxTest, APartialLineIsPassedOnAtTheEnd) {
