@@ -211,11 +211,17 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
     return AwaitPeers(client, scenario, absl::StrCat(scenario.run_id, "/plan-", plan_index, "/", phase),
                       deadline);
   };
-  Loop loop(scenario, client, payloads);
+  // Closed loop (a window of operations in flight) or open loop (arrivals at a rate).
+  std::optional<Loop> closed;
   std::optional<OpenLoop> open;
-  if (scenario.load.open()) open.emplace(scenario, client, payloads, LoadSeed(scenario.payload.seed, scenario.worker_index));
+  if (scenario.load.open()) {
+    open.emplace(scenario, client, payloads, LoadSeed(scenario.payload.seed, scenario.worker_index));
+  } else {
+    closed.emplace(scenario, client, payloads);
+  }
+  const size_t servers = open ? open->servers() : closed->servers();
   auto phase = [&](int64_t count, absl::Duration duration, Measurement* m) {
-    return open ? open->Phase(count, duration, m) : loop.Phase(count, duration, m);
+    return open ? open->Phase(count, duration, m) : closed->Phase(count, duration, m);
   };
   LoopProgress().plan.store(static_cast<int>(plan_index), std::memory_order_relaxed);
   LoopProgress().StartPhase(LoopCounters::kIdle);  // waiting for the other workers
@@ -228,9 +234,9 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
   }
   if (absl::Status s = sync("measure"); !s.ok()) return s;
   Measurement m;
-  m.ops_per_ps.assign(loop.servers(), 0);
+  m.ops_per_ps.assign(servers, 0);
   std::vector<ServerInfo> before;
-  auto ps_before = PsCpu(client, loop.servers(), &before);
+  auto ps_before = PsCpu(client, servers, &before);
   if (!ps_before.ok()) return ps_before.status();
   CpuTimes cpu_before = ProcessCpuTimes();
   m.moved_before = {client.Counts(), before};
@@ -240,11 +246,11 @@ absl::StatusOr<Measurement> RunBenchmark(const Scenario& scenario, Client& clien
   // The last completion (not when the loop returned: an open loop then counts what it dropped).
   m.end = m.start + absl::Seconds(m.seconds);
   CpuTimes cpu_after = ProcessCpuTimes();
-  auto ps_after = PsCpu(client, loop.servers(), &m.ps_info);
+  auto ps_after = PsCpu(client, servers, &m.ps_info);
   if (!ps_after.ok()) return ps_after.status();
   m.moved_after.ps = m.ps_info;
   m.worker_cpu = {cpu_after.user_s - cpu_before.user_s, cpu_after.system_s - cpu_before.system_s};
-  for (size_t i = 0; i < loop.servers(); ++i) {
+  for (size_t i = 0; i < servers; ++i) {
     m.ps_cpu.push_back({(*ps_after)[i].user_s - (*ps_before)[i].user_s,
                         (*ps_after)[i].system_s - (*ps_before)[i].system_s});
     m.ps_rpcs.push_back(m.ps_info[i].rpcs_served - before[i].rpcs_served);
