@@ -57,7 +57,8 @@ class ChildProcess {
   }
 
   // Reads one line from the child's stdout, waiting at most until `deadline`. Unavailable
-  // once its stdout is closed (the rest of an unterminated last line comes as a line first).
+  // once its stdout (and a captured stderr) is closed (the rest of an unterminated last line
+  // comes as a line first).
   // With Io::capture_stderr, stderr's lines come too: ReadOutput tells them apart.
   absl::StatusOr<std::string> ReadLine(absl::Time deadline);
   // ReadLine, saying which pipe each line came on; Unavailable once both are closed.

@@ -226,7 +226,7 @@ TEST_F(SlurmTest, OnePsTwoWorkersInAnAllocation) {
   ExpectThroughputTable(r.out, r.Describe());
   // The PS step ends as told (the end of its stdin), not cancelled: srun has no error to
   // print after a run that went well.
-  for (const char* cancelled : {"srun: error", "forcing job termination", "CANCELLED", "Killed"}) {
+  for (const char* cancelled : {"srun: error", "forcing job termination", "Job step aborted", "CANCELLED", "Killed"}) {
     EXPECT_FALSE(Contains(r.err, cancelled)) << r.Describe();
   }
 }
