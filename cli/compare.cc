@@ -64,7 +64,7 @@ void MarkRepetition(std::vector<Record>& records, int index, int of) {
   for (Record& r : records) r.extra["repetition"] = {{"index", index}, {"of", of}};
 }
 
-std::string RepetitionText(int index, int of) {
+std::string RepetitionSuffix(int index, int of) {
   return of <= 1 ? std::string() : absl::StrCat(" (", RepetitionName(index, of), ")");
 }
 
@@ -282,7 +282,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
           }
         }
         if (!results.ok()) {
-          failure = absl::StrCat("transport ", e.label, ": ", what, RepetitionText(rep + 1, repetitions), ": ",
+          failure = absl::StrCat("transport ", e.label, ": ", what, RepetitionSuffix(rep + 1, repetitions), ": ",
                                  std::string(results.status().message()));
           exit_code = FailedRunExitCode(results.status());
           break;
@@ -296,7 +296,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
         }
         headlines[t].insert(headlines[t].end(), headline.begin(), headline.end());
         fmt::print("# run {}/{}: {}: {}{} done ({:.1f} s)\n", number + 1, total, e.label, what,
-                   RepetitionText(rep + 1, repetitions), absl::ToDoubleSeconds(absl::Now() - start));
+                   RepetitionSuffix(rep + 1, repetitions), absl::ToDoubleSeconds(absl::Now() - start));
         std::fflush(stdout);
       }
     }

@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<CompareEntry>> ParseTransportList(const std::string& 
 // nothing when `of` is 1.
 void MarkRepetition(std::vector<Record>& records, int index, int of);
 // " (repetition 2/5)"; "" when `of` is 1.
-std::string RepetitionText(int index, int of);
+std::string RepetitionSuffix(int index, int of);
 
 // The tables of `headlines` (per entry, its headline records in run order): one per
 // benchmark, with each later entry's ratios to the first. One entry's table summarizes its
