@@ -13,16 +13,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "transports/data_meta.h"
 #include "transports/exchange.h"
 #include "transports/control/control_client.h"
-#include "transports/grpc/raw_format.h"
 #include "transports/mpi/mpi_job.h"
 #include "transports/mpi/mpi_requests.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/mpi/mpi_wire.h"
 #include "transports/mpi/ps_rank.h"
+#include "transports/mpi/worker_op.h"
 
 namespace psbench::mpi {
 namespace {
@@ -30,44 +29,6 @@ namespace {
 // What each MPI request of an op is. An exchange's reply metadata counts as its
 // acknowledgement, its reply as its echo.
 enum What { kAckReceive, kEchoReceive, kSend };
-
-// A payload travels as one MPI message per buffer (mpi_wire.h): each contiguous, so that MPI
-// moves a large one with a single copy (CMA on one node) instead of packing it through its
-// pipeline, which stalls whenever the peer is not running.
-struct Registered {
-  const Payload* payload = nullptr;
-  std::string header;  // RequestHeader (kind and tag filled in per request) + metadata
-  std::string meta_follows;  // the metadata, when it did not fit in the header (kMetaFollows)
-  bool eager = false;  // echoes and pushes carry the payload in the header's message (after it)
-  size_t max_ack = 0;
-  size_t max_reply = 0;  // an exchange's reply metadata, at most
-};
-
-struct PendingOp {
-  uint64_t tag = 0;
-  Op op = Op::kPush;
-  const Registered* reg = nullptr;
-  const Registered* reply_reg = nullptr;  // kExchange: received straight into its buffers
-  size_t server = 0;
-  int data_tag = 0;
-  absl::Time deadline;
-  int outstanding = 0;  // MPI requests not yet finished
-  int first_error = MPI_SUCCESS;    // of a request that finished in error
-  int post_error = MPI_SUCCESS;     // of a request that could not be posted
-  std::string header;
-  std::string meta_follows;  // kExchange: the metadata, when it did not fit in the header
-  const Registered* header_of = nullptr;  // whose header `header` holds
-  AckMeta decoded_ack;
-  std::string ack;  // receive buffer for the acknowledgement
-  int ack_bytes = 0;
-  int ack_offset = 0;  // where the acknowledgement starts in `ack` (an eager echo's answer)
-  bool eager = false;
-  AlignedBuffer echo;  // receive buffer for an echo, reused
-  int echo_bytes = 0;
-  std::vector<uint64_t> sent_checksums;  // kExchange: of the request as it was sent
-  ExchangeReplyMeta reply;
-  bool expired = false;  // reported failed; its MPI requests may still be pending
-};
 
 struct Peer {
   std::string address;
@@ -453,75 +414,15 @@ class MpiClient final : public Client {
       Recycle(o);
       return;
     }
-    const Payload& payload = *o.reg->payload;
     absl::Status s = o.post_error != MPI_SUCCESS
                          ? absl::InternalError(absl::StrCat("posting an MPI request: ",
                                                             MpiErrorText(o.post_error)))
-                         : Judge(o, payload);
+                         : JudgeOp(o, options_.validate, &checksums_);
     if (!s.ok()) {
       s = absl::Status(s.code(), absl::StrCat("PS ", p.address, " (MPI rank ", p.rank, "): ", s.message()));
     }
     ready_.push_back({o.tag, std::move(s)});
     Recycle(o);
-  }
-
-  // An exchange's reply is in its reply payload: the PS's verdict, then the request's sizes
-  // and, with --validate, the PS's checksums of what its handler wrote.
-  absl::Status JudgeExchange(PendingOp& o, const Payload& request) {
-    ExchangeReplyMeta& reply = o.reply;
-    if (absl::Status s = DecodeExchangeReplyMeta(
-            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()),
-                                       static_cast<size_t>(o.ack_bytes)),
-            &reply);
-        !s.ok()) {
-      return s;
-    }
-    if (reply.code != absl::StatusCode::kOk) return absl::Status(reply.code, reply.error);
-    if (absl::Status s = CheckReplySizes(reply.sizes, request.sizes()); !s.ok()) return s;
-    if (static_cast<uint64_t>(o.echo_bytes) != request.total_bytes()) {
-      return absl::DataLossError(absl::StrFormat("the exchange reply brought %d of %u bytes",
-                                                 o.echo_bytes, request.total_bytes()));
-    }
-    if (!options_.validate) return absl::OkStatus();
-    if (reply.checksums.size() != request.num_buffers()) {
-      return absl::DataLossError("the PS sent no checksums of its exchange reply");
-    }
-    o.reply_reg->payload->ComputeChecksums(&checksums_);
-    return grpc_transport::CompareChecksums(reply.checksums, checksums_, request.sizes());
-  }
-
-  absl::Status Judge(PendingOp& o, const Payload& payload) {
-    if (o.first_error != MPI_SUCCESS) return absl::DataLossError(MpiErrorText(o.first_error));
-    if (o.op == Op::kExchange) return JudgeExchange(o, payload);
-    AckMeta* ack = &o.decoded_ack;
-    if (absl::Status s = DecodeAckMeta(
-            std::span<const std::byte>(reinterpret_cast<const std::byte*>(o.ack.data()) + o.ack_offset,
-                                       static_cast<size_t>(o.ack_bytes)),
-            ack);
-        !s.ok()) {
-      return s;
-    }
-    if (!ack->ok) return absl::Status(ack->code, absl::StrCat("PS: ", ack->error));
-    if (ack->bytes_received != payload.total_bytes()) {
-      return absl::DataLossError(absl::StrFormat("PS received %u of %u bytes", ack->bytes_received,
-                                                 payload.total_bytes()));
-    }
-    if (o.op == Op::kPush) {
-      if (!options_.validate) return absl::OkStatus();
-      return grpc_transport::CompareChecksums(payload.checksums(), ack->checksums, payload.sizes());
-    }
-    if (static_cast<uint64_t>(o.echo_bytes) != payload.total_bytes()) {
-      return absl::DataLossError(absl::StrFormat("echo brought back %d of %u bytes", o.echo_bytes,
-                                                 payload.total_bytes()));
-    }
-    if (!options_.validate) return absl::OkStatus();
-    checksums_.clear();
-    uint64_t offset = 0;
-    for (uint64_t size : payload.sizes()) {
-      checksums_.push_back(Checksum(std::span<const std::byte>(o.echo.data() + offset, size)));
-      offset += size;
-    }
-    return grpc_transport::CompareChecksums(payload.checksums(), checksums_, payload.sizes());
   }
 
   void Recycle(PendingOp& o) {
