@@ -19,7 +19,9 @@
 namespace psbench::testing {
 namespace {
 
-// How long the tests let a run go before they break something: enough to be mid-measurement.
+// How long the tests let a `psbench run` go before they break something: enough to be
+// mid-measurement. Its worker prints no progress without a terminal, so time stands in for
+// the progress file that the tests of a lone worker wait on.
 constexpr milliseconds kMidRun(1000);
 
 double SecondsSince(Clock::time_point start) {
@@ -208,10 +210,11 @@ INSTANTIATE_TEST_SUITE_P(GrpcApis, OnePsStopsTest, ::testing::Values("cq", "call
 TEST_F(FaultTest, PsShutsDownCleanlyMidRun) {
   auto ps = PsServer::Start();
   ASSERT_TRUE(ps);
+  TempDir tmp;
   Process worker(WorkerArgv(ps->address(), {"--benchmark=latency", "--mode=serialized",
-                                            "--warmup=0s", "--duration=30s", "--quiet"}));
-  std::this_thread::sleep_for(kMidRun);
-  ASSERT_TRUE(worker.Running()) << worker.Stderr();
+                                            "--warmup=0s", "--duration=30s", "--quiet",
+                                            "--progress-file=" + tmp.File("progress")}));
+  ASSERT_TRUE(WaitUntilMeasuring(tmp.File("progress"), seconds(20))) << worker.Stderr();
   auto stopped = Clock::now();
   EXPECT_EQ(ps->process().Stop(SIGTERM, seconds(10)), 0) << "psbench-ps exits 0 on SIGTERM";
   EXPECT_LT(SecondsSince(stopped), 5) << "and promptly, with a worker connected";
