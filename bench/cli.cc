@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/hdr_text.h"
 #include "bench/sysinfo.h"
 #include "fmt/core.h"
 
@@ -227,6 +228,7 @@ absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs,
     if (absl::Status s = CheckOutputSpares(dashed(name), path, inputs); !s.ok()) return s;
     inputs.push_back({dashed(name), path});  // a later output must not be this one either
   }
+  if (std::string prefix = value("hdr_out"); !prefix.empty()) return CheckHdrOutSpares(prefix, inputs);
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -153,6 +154,11 @@ int WriteHdrOrWarn(const std::string& prefix, const std::vector<Record>& records
 }
 
 absl::Status CheckHdrOut(const std::string& prefix) {
+  const std::string name = std::filesystem::path(prefix).filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": give the start of a file name (e.g. ",
+                                                   prefix, name.empty() ? "" : "/", "run), not a directory"));
+  }
   const std::string path = absl::StrCat(prefix, ".corrected.hgrm");
   struct stat st;
   const bool existed = ::stat(path.c_str(), &st) == 0;
@@ -165,6 +171,56 @@ absl::Status CheckHdrOut(const std::string& prefix) {
   }
   std::fclose(f);
   if (!existed) ::unlink(path.c_str());
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Whether `name` is one that --hdr-out with file-name prefix `stem` writes:
+// stem[.N].<histogram>.hgrm.
+bool IsHdrOutName(const std::string& stem, std::string_view name) {
+  if (name.size() <= stem.size() + 1 || name.substr(0, stem.size()) != stem || name[stem.size()] != '.') return false;
+  name.remove_prefix(stem.size() + 1);
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+  if (digits > 0 && digits < name.size() && name[digits] == '.') name.remove_prefix(digits + 1);
+  for (const char* which : kLoadHistograms) {
+    if (name == absl::StrCat(which, ".hgrm")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status CheckHdrOutSpares(const std::string& prefix, const std::vector<NamedPath>& files) {
+  namespace fs = std::filesystem;
+  const fs::path p(prefix);
+  const std::string stem = p.filename().string();
+  std::error_code ec;
+  const fs::path dir = fs::canonical(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec);
+  if (ec || stem.empty()) return absl::OkStatus();  // CheckHdrOut says what is wrong with it
+  auto clash = [&](const NamedPath& f, const std::string& written) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hdr-out=", prefix, " would write ", written, " over ", f.flag, f.flag.rfind("--", 0) == 0 ? "=" : " ",
+        f.path, "; write the histograms elsewhere"));
+  };
+  // A file of the invocation by its path (one not written yet: another output).
+  for (const NamedPath& f : files) {
+    if (f.path.empty() || f.path == "-") continue;
+    std::error_code f_ec;
+    const fs::path c = fs::weakly_canonical(fs::absolute(f.path), f_ec);
+    if (!f_ec && c.parent_path() == dir && IsHdrOutName(stem, c.filename().string())) {
+      return clash(f, (p.parent_path() / c.filename()).string());
+    }
+  }
+  // Such a file that exists, as another name (a link) of one of the invocation's.
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsHdrOutName(stem, name)) continue;
+    for (const NamedPath& f : files) {
+      if (!CheckOutputSpares("--hdr-out", it->path().string(), {f}).ok()) return clash(f, (p.parent_path() / name).string());
+    }
+  }
   return absl::OkStatus();
 }
 

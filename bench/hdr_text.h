@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "bench/histogram.h"
 #include "bench/record.h"
+#include "inputs/input_file.h"
 #include "nlohmann/json.hpp"
 
 namespace psbench {
@@ -39,8 +40,13 @@ absl::StatusOr<std::vector<std::string>> WriteHdrFiles(const std::string& prefix
 // each measurement on stdout; on a failure says why on stderr and returns kExitRuntime, else 0.
 int WriteHdrOrWarn(const std::string& prefix, const std::vector<Record>& records);
 // Before measuring: INVALID_ARGUMENT naming --hdr-out when `prefix`.corrected.hgrm cannot be
-// written (a missing directory, no permission); leaves nothing behind.
+// written (a missing directory, no permission) or `prefix` names no file (it ends in "/");
+// leaves nothing behind.
 absl::Status CheckHdrOut(const std::string& prefix);
+// INVALID_ARGUMENT naming both when a file that --hdr-out=`prefix` may write (any
+// `prefix`[.N].<histogram>.hgrm) is one of `files`, the invocation's inputs and other outputs:
+// by path, or, for such a file that exists, as another name of one of them.
+absl::Status CheckHdrOutSpares(const std::string& prefix, const std::vector<NamedPath>& files);
 
 }  // namespace psbench
 

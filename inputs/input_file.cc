@@ -107,7 +107,8 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
   struct stat out;
   const bool exists = ::stat(output.c_str(), &out) == 0;
   std::error_code out_ec;
-  const std::filesystem::path out_path = std::filesystem::weakly_canonical(output, out_ec);
+  // Absolute first: a relative path none of whose parts exists stays as written otherwise.
+  const std::filesystem::path out_path = std::filesystem::weakly_canonical(std::filesystem::absolute(output), out_ec);
   for (const NamedPath& in : inputs) {
     if (in.path.empty() || in.path == "-") continue;
     struct stat st;
@@ -116,7 +117,7 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
     // yet written (another output) by its path.
     const bool same =
         exists ? ::stat(in.path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino
-               : !out_ec && std::filesystem::weakly_canonical(in.path, in_ec) == out_path && !in_ec;
+               : !out_ec && std::filesystem::weakly_canonical(std::filesystem::absolute(in.path), in_ec) == out_path && !in_ec;
     if (same) {
       return absl::InvalidArgumentError(absl::StrCat(
           output_flag, "=", output, " would write over ", in.flag,

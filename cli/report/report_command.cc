@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -118,6 +119,45 @@ bool WriteText(const fs::path& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
+// Whether `path` lies inside directory `dir` (both as the file system resolves them).
+bool Inside(const fs::path& path, const fs::path& dir) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec) return false;
+  auto [d, q] = std::mismatch(dir.begin(), dir.end(), p.begin(), p.end());
+  return d == dir.end() && q != p.end();
+}
+
+// The directory the --html page's plots go in (OUT_files beside it, which the page owns),
+// checked before anything is written: the page needs a directory to go in and must not be
+// one, and no input or other output of the invocation may lie among its plots.
+fs::path PlotDirOrDie(const std::string& html, const std::vector<NamedPath>& inputs,
+                      const std::string& markdown, const std::string& csv) {
+  const fs::path page(html);
+  std::error_code ec;
+  if (fs::is_directory(page, ec)) {
+    Die(kReportProgram, absl::StrCat("--html=", html, ": is a directory; give the page's file name"), kExitUsage);
+  }
+  const fs::path parent = page.parent_path().empty() ? fs::path(".") : page.parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    Die(kReportProgram, absl::StrCat("--html=", html, ": no directory ", parent.string(), " to write it in"), kExitUsage);
+  }
+  fs::path dir = page;
+  dir.replace_extension();
+  dir += "_files";
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(dir), ec);
+  std::vector<NamedPath> files = inputs;
+  if (!markdown.empty()) files.push_back({"--markdown", markdown});
+  if (!csv.empty()) files.push_back({"--csv", csv});
+  for (const NamedPath& f : files) {
+    if (ec || !Inside(f.path, resolved)) continue;
+    Die(kReportProgram, absl::StrCat("--html=", html, " writes its plots into ", dir.string(), "/, which holds ", f.flag,
+                                     f.flag.rfind("--", 0) == 0 ? "=" : " ", f.path, "; write the page elsewhere"),
+        kExitUsage);
+  }
+  return dir;
+}
+
 // Draws the plots into `dir` from `data` (written there as plots.json). Error: why not.
 absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohmann::json& data) {
   fs::path script = bin_dir / "psbench_plot.py";
@@ -193,6 +233,7 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   std::vector<NamedPath> inputs;
   for (const std::string& in : files) inputs.push_back({"the report input", in});
   if (absl::Status s = CheckOutputsSpareInputs(inputs); !s.ok()) Die(kReportProgram, s, kExitUsage);
+  const fs::path plot_dir = html.empty() ? fs::path() : PlotDirOrDie(html, inputs, markdown, csv);
   auto records = report::ReadRecords(files);
   if (!records.ok()) Die(kReportProgram, records.status(), kExitUsage);
   auto built = report::BuildReport(*records, options);
@@ -211,11 +252,8 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   if (html.empty()) return 0;
 
   fs::path page(html);
-  fs::path plot_dir = page;
-  plot_dir.replace_extension();
-  plot_dir += "_files";
   std::error_code ec;
-  fs::create_directories(plot_dir, ec);
+  fs::create_directory(plot_dir, ec);
   if (ec) Die(kReportProgram, absl::StrCat("--html=", html, ": cannot create ", plot_dir.string(), ": ", ec.message()), kExitUsage);
   if (!built->plots.empty()) {
     if (absl::Status st = DrawPlots(bin_dir, plot_dir, report::PlotData(*built)); !st.ok()) {

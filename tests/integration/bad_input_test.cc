@@ -92,6 +92,12 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("not-json.jsonl", "hello\n");
     tmp_.Write("empty.jsonl", "");
     tmp_.Write("not-executable", "#!/bin/sh\n");
+    // --hdr-out's files: a trace under one of their names, another name (a link) of a trace,
+    // a report input where a page's plots go.
+    tmp_.Write("w.3.corrected.hgrm", "[10, 1024]");
+    ASSERT_EQ(::symlink("valid.json", (tmp_.path() + "/link.lag.hgrm").c_str()), 0);
+    ASSERT_EQ(::mkdir((tmp_.path() + "/plots_files").c_str(), 0700), 0);
+    tmp_.Write("plots_files/plots.json", "{\"kind\": \"latency\"}\n");
     // A FIFO with no writer: reading it would wait forever.
     ASSERT_EQ(::mkfifo((tmp_.path() + "/fifo.json").c_str(), 0600), 0);
     // Whatever the command writes to $TMPDIR lands here, and must be gone when it exits.
@@ -230,6 +236,8 @@ const std::vector<BadInput> kScenarioCases = {
     {"ZeroPayloadMemory", {}, {"--max-payload-memory=0"}, {"--max-payload-memory=0", "give a byte count"}},
     {"JsonOverTheTrace", {}, {"--scheme=trace", "--trace=$DIR/valid.json", "--json=$DIR/valid.json"},
      {"--json=$DIR/valid.json would write over --trace=$DIR/valid.json"}},
+    {"HdrOutOverTheTrace", {}, {"--load=constant:100", "--scheme=trace", "--trace=$DIR/w.3.corrected.hgrm", "--hdr-out=$DIR/w"},
+     {"--hdr-out=$DIR/w would write $DIR/w.3.corrected.hgrm over --trace=$DIR/w.3.corrected.hgrm"}},
     {"TraceWithoutTraceScheme", {}, {"--trace=$DIR/negative.json"}, {"--trace", "--scheme=trace"}},
     {"ZeroIterations", {}, {"--iterations=0"}, {"--iterations"}},
     {"NegativeWarmupIterations", {}, {"--warmup-iterations=-1"}, {"--warmup-iterations"}},
@@ -337,6 +345,12 @@ const std::vector<BadInput> kRunCases = {
     {"SerializedPayloadOfTinyBuffers", Tool::kRun,
      {"--buffers=20000", "--categories=S", "--small=1", "--mode=serialized"},
      {"worker 0 (pid ", "20000 buffers in a 60000-byte serialized message would take a PS about 1.5 MiB", "--mode=non-serialized"}},
+    {"HdrOutOverTheJson", Tool::kRun, {"--load=constant:100", "--hdr-out=$DIR/h", "--json=$DIR/h.lag.hgrm"},
+     {"--hdr-out=$DIR/h would write $DIR/h.lag.hgrm over --json=$DIR/h.lag.hgrm"}},
+    {"HdrOutOverTheTraceByALink", Tool::kRun,
+     {"--load=constant:100", "--scheme=trace", "--trace=$DIR/valid.json", "--hdr-out=$DIR/link"},
+     {"--hdr-out=$DIR/link would write $DIR/link.lag.hgrm over --trace=$DIR/valid.json"}},
+    {"HdrOutIsADirectory", Tool::kRun, {"--load=constant:100", "--hdr-out=$DIR/"}, {"--hdr-out=$DIR/", "not a directory"}},
 };
 
 // psbench train takes the flags that change what is timed, and no other.
@@ -428,6 +442,14 @@ const std::vector<BadInput> kReportCases = {
      {"--csv=$DIR/records.jsonl would write over the report input"}},
     {"HtmlOverMarkdown", Tool::kReport, {"$DIR/records.jsonl", "--markdown=$DIR/r.md", "--html=$DIR/r.md"},
      {"--html=$DIR/r.md would write over --markdown=$DIR/r.md"}},
+    {"HtmlPlotsOverInput", Tool::kReport, {"$DIR/plots_files/plots.json", "--html=$DIR/plots.html"},
+     {"--html=$DIR/plots.html writes its plots into $DIR/plots_files/, which holds the report input "
+      "$DIR/plots_files/plots.json"}},
+    {"HtmlPlotsOverMarkdown", Tool::kReport, {"$DIR/records.jsonl", "--html=$DIR/q.html", "--markdown=$DIR/q_files/plots.json"},
+     {"--html=$DIR/q.html writes its plots into $DIR/q_files/, which holds --markdown=$DIR/q_files/plots.json"}},
+    {"HtmlInAMissingDirectory", Tool::kReport, {"$DIR/records.jsonl", "--html=$DIR/missing/page.html"},
+     {"--html=$DIR/missing/page.html: no directory $DIR/missing"}},
+    {"HtmlIsADirectory", Tool::kReport, {"$DIR/records.jsonl", "--html=$DIR"}, {"--html=$DIR: is a directory"}},
     {"EmptyMarkdown", Tool::kReport, {"$DIR/records.jsonl", "--markdown="}, {"--markdown needs a file name"}},
     {"EmptyHtml", Tool::kReport, {"$DIR/records.jsonl", "--html="}, {"--html needs a file name"}},
     {"EmptyCsv", Tool::kReport, {"$DIR/records.jsonl", "--csv="}, {"--csv needs a file name"}},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -96,6 +97,17 @@ TEST_F(InputFileTest, TwoOutputsNotYetWrittenAreCaughtByPath) {
   absl::Status s = CheckOutputSpares("--csv", tmp_.path() + "/./new.md", {{"--markdown", out}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckOutputSpares("--csv", tmp_.File("new.csv"), {{"--markdown", out}}).ok());
+}
+
+// Relative names, one starting with a part that exists ("."), the other with none that does.
+TEST_F(InputFileTest, TwoRelativeOutputsNotYetWrittenAreCaughtByPath) {
+  const std::string cwd = std::filesystem::current_path().string();
+  std::filesystem::current_path(tmp_.path());
+  absl::Status s = CheckOutputSpares("--csv", "./new.md", {{"--markdown", "new.md"}});
+  absl::Status other = CheckOutputSpares("--csv", "new.csv", {{"--markdown", "./new.md"}});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(other.ok());
 }
 
 }  // namespace
