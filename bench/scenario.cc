@@ -164,23 +164,32 @@ absl::StatusOr<std::vector<std::vector<Shard>>> PlaceOverPs(const PayloadPlan& p
 }
 
 absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uint64_t max_message_bytes,
-                                      absl::string_view whose, size_t place_over) {
+                                      absl::string_view whose, size_t place_over, MessageBytesFn message_bytes) {
+  if (max_message_bytes == 0) return absl::OkStatus();
   for (const PayloadPlan& plan : plans) {
-    std::vector<uint64_t> messages;
+    std::vector<std::vector<uint64_t>> messages;  // each message's buffer sizes
     if (place_over > 0) {
       auto placed = PlaceOverPs(plan, place_over);
       if (!placed.ok()) return placed.status();
-      for (const auto& shards : *placed) {
-        for (const Shard& s : shards) messages.push_back(s.bytes);
+      for (size_t i = 0; i < placed->size(); ++i) {
+        const std::vector<uint64_t> sizes = plan.Sizes(i);
+        for (const Shard& s : (*placed)[i]) {
+          std::vector<uint64_t>& part = messages.emplace_back();
+          for (size_t t : s.tensors) part.push_back(sizes[t]);
+        }
       }
     } else {
-      for (size_t i = 0; i < plan.payloads.size(); ++i) messages.push_back(plan.Bytes(i));
+      for (size_t i = 0; i < plan.payloads.size(); ++i) messages.push_back(plan.Sizes(i));
     }
-    for (uint64_t bytes : messages) {
-      if (max_message_bytes == 0 || bytes <= max_message_bytes) continue;
+    for (const std::vector<uint64_t>& sizes : messages) {
+      const uint64_t bytes = message_bytes(sizes);
+      if (bytes <= max_message_bytes) continue;
+      uint64_t payload = 0;
+      for (uint64_t s : sizes) payload += s;
       return absl::InvalidArgumentError(absl::StrCat(
-          "a ", FormatSize(bytes), place_over > 0 ? " part of a trace placed over the PS" : " payload",
-          " is over ", whose, " --max-message-size=", FormatSize(max_message_bytes),
+          "a ", FormatSize(payload), place_over > 0 ? " part of a trace placed over the PS" : " payload",
+          bytes == payload ? std::string(" is") : absl::StrCat(" makes a ", bytes, "-byte message,"),
+          " over ", whose, " --max-message-size=", FormatSize(max_message_bytes),
           ", which refuses larger messages; raise it or send smaller payloads"));
     }
   }

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
@@ -99,9 +100,12 @@ absl::StatusOr<std::vector<std::vector<Shard>>> PlaceOverPs(const PayloadPlan& p
 // INVALID_ARGUMENT when a message of `plans` (a payload sent whole, as latency, bandwidth and
 // throughput do, or its part on one PS when placed over `place_over` > 0 PS) is larger than
 // a PS accepts, `max_message_bytes` (0: no limit known), or when a payload cannot be placed;
-// `whose` names the PS ("PS 10.0.0.1:5000's", "the PS's").
+// `whose` names the PS ("PS 10.0.0.1:5000's", "the PS's"). `message_bytes` says what a
+// request of buffers of the given sizes counts against that limit (its framing included:
+// transports/limit_flags.h LimitedRequestBytes); every message of every plan is checked.
+using MessageBytesFn = absl::FunctionRef<uint64_t(const std::vector<uint64_t>& sizes)>;
 absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uint64_t max_message_bytes,
-                                      absl::string_view whose, size_t place_over = 0);
+                                      absl::string_view whose, size_t place_over, MessageBytesFn message_bytes);
 
 // Parses "MIN:MAX" (sizes as ParseSize), MIN <= MAX, both >= 1.
 absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseSweep(absl::string_view text);

@@ -18,6 +18,7 @@
 #include "cli/launch_flags.h"
 #include "cli/reading_aid.h"
 #include "fmt/core.h"
+#include "transports/limit_flags.h"
 
 namespace psbench {
 namespace {
@@ -80,8 +81,9 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       }
       auto plans = s.Plans(memory_check);
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-      if (absl::Status st = CheckPayloadsFitMessages(*plans, ps_max_message_bytes, "the PS's",
-                                                     PlacesOverPs(s, num_ps) ? num_ps : 0);
+      if (absl::Status st = CheckPayloadsFitMessages(
+              *plans, ps_max_message_bytes, "the PS's", PlacesOverPs(s, num_ps) ? num_ps : 0,
+              [&](const std::vector<uint64_t>& sizes) { return LimitedRequestBytes(s.transport, s.mode, s.validate, sizes); });
           !st.ok()) {
         Die(kProgram, st, kExitUsage);
       }

@@ -3,6 +3,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "payloads/size.h"
+#include "transports/grpc/raw_format.h"
+#include "transports/grpc/serialized_format.h"
 
 ABSL_FLAG(psbench::ByteSize, max_message_size, psbench::ByteSize{uint64_t{1} << 30},
           "PS: the largest request it accepts (a gRPC message, payload and framing; an RDMA "
@@ -43,6 +45,15 @@ std::vector<std::string> LimitsCommandLine(const ServerOptions& o) {
     args.push_back(absl::StrCat("--max-connections=", o.max_connections));
   }
   return args;
+}
+
+uint64_t LimitedRequestBytes(const std::string& transport, WireMode mode, bool validate,
+                             const std::vector<uint64_t>& sizes) {
+  uint64_t payload = 0;
+  for (uint64_t s : sizes) payload += s;
+  if (transport != "grpc") return payload;
+  if (mode == WireMode::kSerialized) return grpc_transport::SerializedPayloadBytes(sizes, validate);
+  return grpc_transport::PayloadHeaderBytes(sizes.size(), validate) + payload;
 }
 
 }  // namespace psbench

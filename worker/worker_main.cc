@@ -25,6 +25,7 @@
 #include "inputs/input_file.h"
 #include "payloads/payload.h"
 #include "payloads/size.h"
+#include "transports/limit_flags.h"
 #include "transports/rdma_flags.h"
 #include "transports/transport_flags.h"
 #include "transports/tls_flags.h"
@@ -309,9 +310,12 @@ int Main(int argc, char** argv) {
   // now rather than as a failed call.
   for (size_t i = 0; i < (*client)->num_servers(); ++i) {
     const size_t num_ps = (*client)->num_servers();
-    if (absl::Status s = CheckPayloadsFitMessages(*plans, (*client)->max_message_bytes(i),
-                                                  absl::StrCat("PS ", (*client)->server_address(i), "'s"),
-                                                  PlacesOverPs(*scenario, num_ps) ? num_ps : 0);
+    if (absl::Status s = CheckPayloadsFitMessages(
+            *plans, (*client)->max_message_bytes(i), absl::StrCat("PS ", (*client)->server_address(i), "'s"),
+            PlacesOverPs(*scenario, num_ps) ? num_ps : 0,
+            [&](const std::vector<uint64_t>& sizes) {
+              return LimitedRequestBytes(scenario->transport, scenario->mode, scenario->validate, sizes);
+            });
         !s.ok()) {
       Die(kProgram, s, kExitUsage);
     }

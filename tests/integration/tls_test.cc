@@ -201,6 +201,13 @@ TEST_F(TlsTest, OversizedPayloadIsBadInputAndThePsServesTheNext) {
                                    "--warmup-iterations=0", "--mode=" + mode}),
         seconds(60));
     ExpectOneLineFailure(big, 2, "psbench-worker", {ps->address(), "--max-message-size=64KiB"});
+    // At the limit the framing tips it over: found before the sweep's first size is measured.
+    RunResult edge = RunCommand(
+        WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=16K:64K", "--iterations=4",
+                                   "--warmup-iterations=0", "--mode=" + mode}),
+        seconds(60));
+    ExpectOneLineFailure(edge, 2, "psbench-worker", {"a 64KiB payload makes a ", "--max-message-size=64KiB"});
+    EXPECT_EQ(edge.out.find("16384"), std::string::npos) << "nothing measured\n" << edge.Describe();
     RunResult small = RunCommand(
         WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=1K:32K", "--iterations=10",
                                    "--warmup-iterations=1", "--mode=" + mode, "--validate"}),

@@ -25,6 +25,7 @@
 #include "transports/grpc/grpc_transport.h"
 #include "transports/grpc/raw_format.h"
 #include "transports/grpc/serialized_format.h"
+#include "transports/limit_flags.h"
 
 namespace psbench::grpc_transport {
 
@@ -187,7 +188,7 @@ class GrpcClient final : public Client {
     reg->header = EncodePayloadHeader(payload.sizes(),
                                       options_.validate ? &payload.checksums() : nullptr);
     // A message a PS would refuse is bad input, found before anything is sent.
-    const uint64_t message_bytes = MessageBytes(payload, reg->header.size());
+    const uint64_t message_bytes = LimitedRequestBytes("grpc", options_.mode, options_.validate, payload.sizes());
     if (absl::Status s = control_.CheckMessageFits(payload.total_bytes(), message_bytes); !s.ok()) {
       return s;
     }
@@ -217,12 +218,6 @@ class GrpcClient final : public Client {
       case Op::kPush: return raw ? kRawPushMethod : kSerializedPushMethod;
       default: return raw ? kRawExchangeMethod : kSerializedExchangeMethod;
     }
-  }
-
-  // The bytes of one message carrying `p` in this wire mode, as the PS's limit counts them.
-  uint64_t MessageBytes(const Payload& p, size_t raw_header_bytes) const {
-    if (options_.mode == WireMode::kNonSerialized) return raw_header_bytes + p.total_bytes();
-    return SerializedPayloadBytes(p, options_.validate ? &p.checksums() : nullptr);
   }
 
   void Start(Op op, size_t server, int payload, uint64_t tag) override {

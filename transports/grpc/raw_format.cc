@@ -18,7 +18,7 @@ struct FixedHeader {
   uint32_t count;
   uint32_t reserved;
 };
-static_assert(sizeof(FixedHeader) == 16);
+static_assert(sizeof(FixedHeader) == 16);  // PayloadHeaderBytes counts on it
 
 void Append(std::string& out, const void* data, size_t n) {
   out.append(static_cast<const char*>(data), n);

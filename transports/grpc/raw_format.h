@@ -31,6 +31,10 @@ inline constexpr uint32_t kFlagValidate = 1;
 // A bound on buffers per payload keeps a corrupt header from asking for absurd allocations.
 inline constexpr uint32_t kMaxBuffers = 1u << 20;
 
+// The bytes EncodePayloadHeader makes for `buffers` buffers (with their checksums under
+// `validate`).
+inline uint64_t PayloadHeaderBytes(uint64_t buffers, bool validate) { return 16 + 8 * buffers * (validate ? 2 : 1); }
+
 struct RawHeader {
   uint32_t flags = 0;
   std::vector<uint64_t> sizes;

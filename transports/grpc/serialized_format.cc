@@ -55,18 +55,27 @@ absl::StatusOr<uint64_t> CountBuffers(grpc::ByteBuffer* message) {
 
 }  // namespace
 
-uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* checksums) {
+namespace {
+
+uint64_t BufferBytes(const std::vector<uint64_t>& sizes, size_t checksums) {
   using google::protobuf::io::CodedOutputStream;
   uint64_t bytes = 0;
-  for (size_t i = 0; i < p.num_buffers(); ++i) {
-    const uint64_t len = p.buffer(i).size();
-    bytes += 1 + CodedOutputStream::VarintSize64(len) + len;  // tag, length, bytes
-  }
-  if (checksums != nullptr && !checksums->empty()) {  // packed fixed64
-    const uint64_t len = 8 * checksums->size();
+  for (uint64_t len : sizes) bytes += 1 + CodedOutputStream::VarintSize64(len) + len;  // tag, length, bytes
+  if (checksums > 0) {  // packed fixed64
+    const uint64_t len = 8 * checksums;
     bytes += 1 + CodedOutputStream::VarintSize64(len) + len;
   }
   return bytes;
+}
+
+}  // namespace
+
+uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* checksums) {
+  return BufferBytes(p.sizes(), checksums != nullptr ? checksums->size() : 0);
+}
+
+uint64_t SerializedPayloadBytes(const std::vector<uint64_t>& sizes, bool validate) {
+  return BufferBytes(sizes, validate ? sizes.size() : 0);
 }
 
 grpc::ByteBuffer SerializePayload(const Payload& p, const std::vector<uint64_t>* checksums) {

@@ -32,6 +32,8 @@ inline constexpr uint64_t kParsedAllowance = 256 * 1024;
 
 // The bytes of `p` serialized as a PayloadMessage, with checksums when `checksums` is given.
 uint64_t SerializedPayloadBytes(const Payload& p, const std::vector<uint64_t>* checksums);
+// The same for buffers of `sizes`, with one checksum each under `validate`.
+uint64_t SerializedPayloadBytes(const std::vector<uint64_t>& sizes, bool validate);
 
 // `p` as a serialized PayloadMessage, byte for byte what protobuf makes of a message holding
 // its buffers (and `checksums`), written by protobuf's coded stream straight from the
