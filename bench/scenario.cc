@@ -206,6 +206,13 @@ absl::Status ValidateScenario(const Scenario& s) {
                                                    s.sweep->second, ": ", st.message()));
   }
   if (s.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup must be >= 0");
+  // "inf" parses as a duration; no run waits forever, and a record's seconds are numbers.
+  for (auto [flag, d] : {std::pair{"--warmup", s.warmup}, {"--duration", s.duration},
+                         {"--connect-timeout", s.connect_timeout}, {"--rpc-timeout", s.rpc_timeout}}) {
+    if (d == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, "=inf: give a finite time"));
+    }
+  }
   // As the flag checks it (a scenario file's value has not been through the flag).
   if (s.grpc_tx_zerocopy > (uint64_t{1} << 30)) {
     return absl::InvalidArgumentError(absl::StrCat("--grpc-tx-zerocopy=", s.grpc_tx_zerocopy,

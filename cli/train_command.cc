@@ -1,5 +1,7 @@
 #include "cli/train_command.h"
 
+#include <cmath>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
@@ -58,7 +60,9 @@ int RunTrainCommand(int argc, char** argv) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.peak_gflops = absl::GetFlag(FLAGS_peak_gflops);
   options.trace_path = settings->write_trace;
-  if (options.peak_gflops < 0) Die(kProgram, "--peak-gflops must be >= 0", kExitUsage);
+  if (!(options.peak_gflops >= 0) || !std::isfinite(options.peak_gflops)) {
+    Die(kProgram, absl::StrCat("--peak-gflops=", options.peak_gflops, " must be a finite number >= 0 (0: estimate)"), kExitUsage);
+  }
   auto result = trainer::RunTiming(options);
   if (!result.ok()) {
     Die(kProgram, result.status(),

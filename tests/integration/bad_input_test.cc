@@ -246,6 +246,9 @@ const std::vector<BadInput> kScenarioCases = {
     {"ZeroWindow", {}, {"--window=0"}, {"--window"}},
     {"ZeroOutstanding", {}, {"--outstanding=0"}, {"--outstanding"}},
     {"ZeroRpcTimeout", {}, {"--rpc-timeout=0s"}, {"--rpc-timeout"}},
+    // "inf" parses as a duration: a run that would never end, or a record of no number.
+    {"InfiniteWarmup", {}, {"--warmup=inf"}, {"--warmup=inf: give a finite time"}},
+    {"InfiniteRpcTimeout", {}, {"--rpc-timeout=inf"}, {"--rpc-timeout=inf: give a finite time"}},
     {"UnwritableJson", {}, {"--json=$DIR/no/such/dir/out.jsonl"}, {"--json", "$DIR/no/such/dir"}},
     {"RdmaMtuNotIb", {}, {"--transport=grpc+verbs", "--rdma-mtu=1500"}, {"--rdma-mtu=1500", "4096"}},
     {"RdmaZeroQueueDepth", {}, {"--rdma-queue-depth=0"}, {"--rdma-queue-depth=0"}},
@@ -356,6 +359,10 @@ const std::vector<BadInput> kRunCases = {
 // psbench train takes the flags that change what is timed, and no other.
 const std::vector<BadInput> kTrainCases = {
     {"LaunchFlag", Tool::kTrain, {"--num-ps=2"}, {"unknown flag", "--num-ps"}},
+    {"PeakGflopsNotFinite", Tool::kTrain, {"--peak-gflops=inf"}, {"--peak-gflops=inf must be a finite number"},
+     "psbench train"},
+    {"PeakGflopsNotANumber", Tool::kTrain, {"--peak-gflops=nan"}, {"--peak-gflops=nan must be a finite number"},
+     "psbench train"},
     {"ScenarioFlag", Tool::kTrain, {"--transport=grpc"}, {"unknown flag", "--transport"}},
     {"PsTrainingFlag", Tool::kTrain, {"--sync"}, {"unknown flag", "--sync"}},
     {"RdmaFlag", Tool::kTrain, {"--rdma-device=rxe0"}, {"unknown flag", "--rdma-device"}},
