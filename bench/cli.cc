@@ -206,7 +206,7 @@ void Die(absl::string_view program, absl::string_view message, int code) {
 }
 
 absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs,
-                                     const std::string& json) {
+                                     const std::string& json, const std::string& hdr_out) {
   // The flags by their Abseil names; a program that lacks one has nothing to check for it.
   auto value = [](const char* name) -> std::string {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -228,7 +228,9 @@ absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs,
     if (absl::Status s = CheckOutputSpares(dashed(name), path, inputs); !s.ok()) return s;
     inputs.push_back({dashed(name), path});  // a later output must not be this one either
   }
-  if (std::string prefix = value("hdr_out"); !prefix.empty()) return CheckHdrOutSpares(prefix, inputs);
+  if (std::string prefix = hdr_out.empty() ? value("hdr_out") : hdr_out; !prefix.empty()) {
+    return CheckHdrOutSpares(prefix, inputs);
+  }
   return absl::OkStatus();
 }
 

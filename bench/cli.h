@@ -46,10 +46,11 @@ void ForgetFlagsSet();
 // INVALID_ARGUMENT naming both when a file this program writes (--json, --write-trace,
 // --progress-file, --markdown, --html, --csv, as this program has them) is one it reads
 // (--trace, --scenario, --hostfile, the --tls-* files, and `more_inputs`), or when two
-// outputs name one file. `json`, when not empty, is the --json path as the program will use
-// it (a worker of an MPI job expands %w).
+// outputs name one file, or when a file --hdr-out may write is one of them. `json` and
+// `hdr_out`, when not empty, are those flags' values as the program will use them (a worker
+// of an MPI job expands %w).
 absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs = {},
-                                     const std::string& json = "");
+                                     const std::string& json = "", const std::string& hdr_out = "");
 
 // For processes started over ssh: a thread reads stdin and, at its end (the launcher and so
 // its ssh session are gone), sends this process SIGTERM, so no remote process outlives its

@@ -208,7 +208,7 @@ absl::Status CheckHdrOutSpares(const std::string& prefix, const std::vector<Name
   for (const NamedPath& f : files) {
     if (f.path.empty() || f.path == "-") continue;
     std::error_code f_ec;
-    const fs::path c = fs::weakly_canonical(fs::absolute(f.path), f_ec);
+    const fs::path c = fs::weakly_canonical(fs::absolute(f.path, f_ec), f_ec);
     if (!f_ec && c.parent_path() == dir && IsHdrOutName(stem, c.filename().string())) {
       return clash(f, (p.parent_path() / c.filename()).string());
     }

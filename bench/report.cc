@@ -179,8 +179,8 @@ Record AggregateThroughput(const std::vector<Record>& workers) {
 }
 
 void CheckOutputsOrDie(absl::string_view program, const std::string& path,
-                       const std::vector<NamedPath>& inputs) {
-  if (absl::Status s = CheckOutputsSpareInputs(inputs, path); !s.ok()) Die(program, s, kExitUsage);
+                       const std::vector<NamedPath>& inputs, const std::string& hdr_out) {
+  if (absl::Status s = CheckOutputsSpareInputs(inputs, path, hdr_out); !s.ok()) Die(program, s, kExitUsage);
   if (path.empty()) return;
   if (absl::Status s = AppendJsonLines(path, {}); !s.ok()) {
     Die(program, s, s.code() == absl::StatusCode::kUnavailable ? kExitRuntime : kExitUsage);

@@ -34,9 +34,10 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
 // (CheckOutputsSpareInputs, exit 2), and that the --json `path` ("" = none) can take records
 // (AppendJsonLines(path, {})), else "<program>: <why>" and exit 2 for a bad path (bad input),
 // 1 for a read-only, full or failing disk (a runtime failure).
-// `inputs`: files the program reads that no flag names (a scenario's trace).
+// `inputs`: files the program reads that no flag names (a scenario's trace); `hdr_out`: the
+// --hdr-out prefix as the program will use it ("" = the flag's).
 void CheckOutputsOrDie(absl::string_view program, const std::string& path,
-                       const std::vector<NamedPath>& inputs = {});
+                       const std::vector<NamedPath>& inputs = {}, const std::string& hdr_out = "");
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints payload benchmark records as tables (bench/figures.h has each benchmark's row): a

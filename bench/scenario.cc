@@ -165,7 +165,6 @@ absl::StatusOr<std::vector<std::vector<Shard>>> PlaceOverPs(const PayloadPlan& p
 
 absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uint64_t max_message_bytes,
                                       absl::string_view whose, size_t place_over, MessageBytesFn message_bytes) {
-  if (max_message_bytes == 0) return absl::OkStatus();
   for (const PayloadPlan& plan : plans) {
     std::vector<std::vector<uint64_t>> messages;  // each message's buffer sizes
     if (place_over > 0) {
@@ -182,6 +181,7 @@ absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uin
       for (size_t i = 0; i < plan.payloads.size(); ++i) messages.push_back(plan.Sizes(i));
     }
     for (const std::vector<uint64_t>& sizes : messages) {
+      if (max_message_bytes == 0) break;
       const uint64_t bytes = message_bytes(sizes);
       if (bytes <= max_message_bytes) continue;
       uint64_t payload = 0;
@@ -209,8 +209,8 @@ absl::Status ValidateScenario(const Scenario& s) {
   // "inf" parses as a duration; no run waits forever, and a record's seconds are numbers.
   for (auto [flag, d] : {std::pair{"--warmup", s.warmup}, {"--duration", s.duration},
                          {"--connect-timeout", s.connect_timeout}, {"--rpc-timeout", s.rpc_timeout}}) {
-    if (d == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, "=inf: give a finite time"));
+    if (d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " is infinite: give a finite time"));
     }
   }
   // As the flag checks it (a scenario file's value has not been through the flag).

@@ -81,11 +81,17 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       }
       auto plans = s.Plans(memory_check);
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
-      if (absl::Status st = CheckPayloadsFitMessages(
-              *plans, ps_max_message_bytes, "the PS's", PlacesOverPs(s, num_ps) ? num_ps : 0,
-              [&](const std::vector<uint64_t>& sizes) { return LimitedRequestBytes(s.transport, s.mode, s.validate, sizes); });
-          !st.ok()) {
-        Die(kProgram, st, kExitUsage);
+      // Each transport that will run, as it counts a message (--transports: each entry's).
+      std::vector<std::pair<std::string, WireMode>> counted = {{s.transport, s.mode}};
+      if (!compare.empty()) counted.clear();
+      for (const CompareEntry& e : compare) counted.emplace_back(e.transport, e.mode);
+      for (const auto& [transport, mode] : counted) {
+        if (absl::Status st = CheckPayloadsFitMessages(
+                *plans, ps_max_message_bytes, "the PS's", PlacesOverPs(s, num_ps) ? num_ps : 0,
+                [&](const std::vector<uint64_t>& sizes) { return LimitedRequestBytes(transport, mode, s.validate, sizes); });
+            !st.ok()) {
+          Die(kProgram, compare.empty() ? std::string(st.message()) : absl::StrCat(transport, ": ", st.message()), kExitUsage);
+        }
       }
       runs.emplace_back(s, plans->size() * LoadPoints(s).size());  // a record per plan and load
     }

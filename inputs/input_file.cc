@@ -108,7 +108,8 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
   const bool exists = ::stat(output.c_str(), &out) == 0;
   std::error_code out_ec;
   // Absolute first: a relative path none of whose parts exists stays as written otherwise.
-  const std::filesystem::path out_path = std::filesystem::weakly_canonical(std::filesystem::absolute(output), out_ec);
+  const std::filesystem::path out_path =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(output, out_ec), out_ec);
   for (const NamedPath& in : inputs) {
     if (in.path.empty() || in.path == "-") continue;
     struct stat st;
@@ -117,7 +118,7 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
     // yet written (another output) by its path.
     const bool same =
         exists ? ::stat(in.path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino
-               : !out_ec && std::filesystem::weakly_canonical(std::filesystem::absolute(in.path), in_ec) == out_path && !in_ec;
+               : !out_ec && std::filesystem::weakly_canonical(std::filesystem::absolute(in.path, in_ec), in_ec) == out_path && !in_ec;
     if (same) {
       return absl::InvalidArgumentError(absl::StrCat(
           output_flag, "=", output, " would write over ", in.flag,

@@ -22,8 +22,8 @@ std::vector<std::string> LimitsCommandLine(const ServerOptions& o);
 // What a request carrying buffers of `sizes` counts against a PS's --max-message-size over
 // `transport` (in wire `mode`, under `validate`): over grpc the whole gRPC message, framing
 // included (the raw header with sizes and checksums, or protobuf's tags and lengths); over
-// grpc+verbs and grpc+mpi its payload. As the workers' transports count it when they refuse
-// a payload, so that a run can refuse it before it starts.
+// grpc+verbs and grpc+mpi its payload. The launchers and the worker check every payload of a
+// run with it before the first is measured; the grpc worker's Register counts the same.
 uint64_t LimitedRequestBytes(const std::string& transport, WireMode mode, bool validate,
                              const std::vector<uint64_t>& sizes);
 

@@ -212,7 +212,7 @@ int Main(int argc, char** argv) {
     Die(kProgram, "--hdr-out applies to an open-loop load only (the scenario's load is closed)", kExitUsage);
   }
   auto check_json_path = [&json_path, &scenario, &hdr_out] {
-    CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}});
+    CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}}, hdr_out);
     if (absl::Status s = hdr_out.empty() ? absl::OkStatus() : CheckHdrOut(hdr_out); !s.ok()) Die(kProgram, s, kExitUsage);
   };
   if (!job) check_json_path();

@@ -119,13 +119,12 @@ bool WriteText(const fs::path& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-// Whether `path` lies inside directory `dir` (both as the file system resolves them).
+// Whether `path` is directory `dir` or lies inside it (both as the file system resolves them).
 bool Inside(const fs::path& path, const fs::path& dir) {
   std::error_code ec;
-  const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
   if (ec) return false;
-  auto [d, q] = std::mismatch(dir.begin(), dir.end(), p.begin(), p.end());
-  return d == dir.end() && q != p.end();
+  return std::mismatch(dir.begin(), dir.end(), p.begin(), p.end()).first == dir.end();
 }
 
 // The directory the --html page's plots go in (OUT_files beside it, which the page owns),
@@ -145,7 +144,7 @@ fs::path PlotDirOrDie(const std::string& html, const std::vector<NamedPath>& inp
   fs::path dir = page;
   dir.replace_extension();
   dir += "_files";
-  const fs::path resolved = fs::weakly_canonical(fs::absolute(dir), ec);
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(dir, ec), ec);
   std::vector<NamedPath> files = inputs;
   if (!markdown.empty()) files.push_back({"--markdown", markdown});
   if (!csv.empty()) files.push_back({"--csv", csv});
@@ -154,6 +153,16 @@ fs::path PlotDirOrDie(const std::string& html, const std::vector<NamedPath>& inp
     Die(kReportProgram, absl::StrCat("--html=", html, " writes its plots into ", dir.string(), "/, which holds ", f.flag,
                                      f.flag.rfind("--", 0) == 0 ? "=" : " ", f.path, "; write the page elsewhere"),
         kExitUsage);
+  }
+  // A file it writes there that is another name (a link) of one of them.
+  std::vector<fs::path> written = {dir / "plots.json", dir / "plot.log"};
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".svg") written.push_back(it->path());
+  }
+  for (const fs::path& w : written) {
+    if (absl::Status s = CheckOutputSpares("--html", w.string(), files); !s.ok()) {
+      Die(kReportProgram, absl::StrCat(s.message(), " (a file of the page's plots)"), kExitUsage);
+    }
   }
   return dir;
 }

@@ -247,8 +247,8 @@ const std::vector<BadInput> kScenarioCases = {
     {"ZeroOutstanding", {}, {"--outstanding=0"}, {"--outstanding"}},
     {"ZeroRpcTimeout", {}, {"--rpc-timeout=0s"}, {"--rpc-timeout"}},
     // "inf" parses as a duration: a run that would never end, or a record of no number.
-    {"InfiniteWarmup", {}, {"--warmup=inf"}, {"--warmup=inf: give a finite time"}},
-    {"InfiniteRpcTimeout", {}, {"--rpc-timeout=inf"}, {"--rpc-timeout=inf: give a finite time"}},
+    {"InfiniteWarmup", {}, {"--warmup=inf"}, {"--warmup is infinite: give a finite time"}},
+    {"InfiniteRpcTimeout", {}, {"--rpc-timeout=inf"}, {"--rpc-timeout is infinite: give a finite time"}},
     {"UnwritableJson", {}, {"--json=$DIR/no/such/dir/out.jsonl"}, {"--json", "$DIR/no/such/dir"}},
     {"RdmaMtuNotIb", {}, {"--transport=grpc+verbs", "--rdma-mtu=1500"}, {"--rdma-mtu=1500", "4096"}},
     {"RdmaZeroQueueDepth", {}, {"--rdma-queue-depth=0"}, {"--rdma-queue-depth=0"}},
