@@ -85,7 +85,9 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       std::vector<std::pair<std::string, WireMode>> counted = {{s.transport, s.mode}};
       if (!compare.empty()) counted.clear();
       for (const CompareEntry& e : compare) counted.emplace_back(e.transport, e.mode);
-      for (const auto& [transport, mode] : counted) {
+      for (const auto& entry : counted) {
+        const std::string& transport = entry.first;  // not a structured binding: clang 14 will not capture one
+        const WireMode mode = entry.second;
         if (absl::Status st = CheckPayloadsFitMessages(
                 *plans, ps_max_message_bytes, "the PS's", PlacesOverPs(s, num_ps) ? num_ps : 0,
                 [&](const std::vector<uint64_t>& sizes) { return LimitedRequestBytes(transport, mode, s.validate, sizes); });
