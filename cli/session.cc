@@ -82,9 +82,9 @@ std::vector<std::pair<Scenario, size_t>> ResolveRuns(Scenario& base, bool tour,
       auto plans = s.Plans(memory_check);
       if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
       // Each transport that will run, as it counts a message (--transports: each entry's).
-      std::vector<std::pair<std::string, WireMode>> counted = {{s.transport, s.mode}};
-      if (!compare.empty()) counted.clear();
+      std::vector<std::pair<std::string, WireMode>> counted;
       for (const CompareEntry& e : compare) counted.emplace_back(e.transport, e.mode);
+      if (counted.empty()) counted.emplace_back(s.transport, s.mode);
       for (const auto& entry : counted) {
         const std::string& transport = entry.first;  // not a structured binding: clang 14 will not capture one
         const WireMode mode = entry.second;

@@ -60,7 +60,7 @@ int RunTrainCommand(int argc, char** argv) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.peak_gflops = absl::GetFlag(FLAGS_peak_gflops);
   options.trace_path = settings->write_trace;
-  if (!(options.peak_gflops >= 0) || !std::isfinite(options.peak_gflops)) {
+  if (!std::isfinite(options.peak_gflops) || options.peak_gflops < 0) {
     Die(kProgram, absl::StrCat("--peak-gflops=", options.peak_gflops, " must be a finite number >= 0 (0: estimate)"), kExitUsage);
   }
   auto result = trainer::RunTiming(options);

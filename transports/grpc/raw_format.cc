@@ -18,7 +18,7 @@ struct FixedHeader {
   uint32_t count;
   uint32_t reserved;
 };
-static_assert(sizeof(FixedHeader) == 16);  // PayloadHeaderBytes counts on it
+static_assert(sizeof(FixedHeader) == 16);  // PayloadHeaderBytes (raw_format.h) counts on it
 
 void Append(std::string& out, const void* data, size_t n) {
   out.append(static_cast<const char*>(data), n);
@@ -37,7 +37,7 @@ std::string EncodePayloadHeader(const std::vector<uint64_t>& sizes,
   FixedHeader fixed{kPayloadMagic, checksums ? kFlagValidate : 0,
                     static_cast<uint32_t>(sizes.size()), 0};
   std::string out;
-  out.reserve(sizeof(fixed) + 16 * sizes.size());
+  out.reserve(PayloadHeaderBytes(sizes.size(), checksums != nullptr));
   Append(out, &fixed, sizeof(fixed));
   Append(out, sizes.data(), sizes.size() * sizeof(uint64_t));
   if (checksums) Append(out, checksums->data(), checksums->size() * sizeof(uint64_t));
