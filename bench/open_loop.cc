@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "bench/hdr_text.h"
@@ -188,6 +189,15 @@ absl::Status OpenLoop::Phase(int64_t count, absl::Duration duration, Measurement
     }
     last = done;
     LoopProgress().Completed(Bytes(slot));
+  }
+  // By time, the phase is the schedule's whole span, even when nothing is planned in its
+  // tail: the achieved rate is over the time offered (not to the last completion, which a
+  // slow Poisson schedule can put far before the end), and the CPU read after it too.
+  if (!by_count) {
+    if (const uint64_t now = NowNs(); now < start + span_ns) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(start + span_ns - now));
+    }
+    last = std::max(last, start + span_ns);
   }
   if (m != nullptr) {
     for (; time_up && more(); advance()) ++f.dropped;

@@ -56,8 +56,10 @@ class Loop {
     };
     if (limit == 0 && duration <= absl::ZeroDuration()) return absl::OkStatus();
     LoopProgress().StartPhase(m != nullptr ? LoopCounters::kMeasure : LoopCounters::kWarmup);
+    // The first round goes out however short the phase: it starts at `start`, and a
+    // measurement by time always holds operations (none would read as 0 µs).
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (!may_issue(slots_[i].server, NowNs())) continue;
+      if (limit > 0 && !may_issue(slots_[i].server, start)) continue;
       Issue(i);
       ++issued[slots_[i].server];
       ++in_flight;

@@ -44,7 +44,7 @@ struct Measurement {
   Histogram latency;
   uint64_t ops = 0;           // operations completed in the measurement
   uint64_t bytes = 0;         // payload bytes those operations carried (one way)
-  double seconds = 0;         // first start to last completion
+  double seconds = 0;         // first start to last completion (open loop by time: at least the span)
   std::vector<uint64_t> ops_per_ps;
   CpuTimes worker_cpu;        // this process, during the measurement
   std::vector<CpuTimes> ps_cpu;         // each PS process, during the measurement

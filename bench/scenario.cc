@@ -73,6 +73,16 @@ absl::Status CheckLoad(const Scenario& s) {
   if (s.load_sweep) {
     if (absl::Status st = CheckLoadSweep(*s.load_sweep); !st.ok()) return st;
   }
+  // Measured by time, the schedule must plan an operation: a constant one plans none in a
+  // --duration shorter than its period (and a record of no operation reads as 0 µs).
+  const double lowest = s.load_sweep ? s.load_sweep->lo : s.load.rate;
+  if (s.iterations == 0 && lowest * absl::ToDoubleSeconds(s.duration) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.load_sweep ? "--load-sweep=" + LoadSweepName(*s.load_sweep) : "--load=" + LoadName(s.load), " plans ",
+        absl::SixDigits(lowest * absl::ToDoubleSeconds(s.duration)), " operations", s.load_sweep ? " at its lowest rate" : "",
+        " in --duration=", absl::FormatDuration(s.duration),
+        ": give a longer --duration, a higher rate or --iterations"));
+  }
   if (s.max_in_flight < 1 || s.max_in_flight > kMaxMaxInFlight) {
     return absl::InvalidArgumentError(absl::StrCat("--max-in-flight must be in [1, ", kMaxMaxInFlight, "]"));
   }

@@ -346,6 +346,10 @@ int Main(int argc, char** argv) {
         progress.Stop();
         Die(kProgram, absl::StrCat(what, m.status().message()), kExitRuntime);
       }
+      if (m->ops == 0) {  // the loops send at least one operation: a record of none is no figure
+        progress.Stop();
+        Die(kProgram, "benchmark failed: the measurement completed no operation", kExitRuntime);
+      }
       auto hold = progress.Hold();  // no status line while this plan's results print
       Record record = MakeRecord(point, plan, *m);
       if (scenario->load_sweep) record.extra["load"]["sweep"] = LoadSweepName(*scenario->load_sweep);

@@ -85,6 +85,25 @@ TEST_F(OpenLoopTest, AchievedRateIsTheOfferedOneBelowSaturation) {
   }
 }
 
+// A slow Poisson schedule may plan nothing in the tail of --duration: the achieved rate is over
+// the whole time offered, not up to the last completion (one operation at the start, answered
+// in a millisecond, read as ~1000/s achieved of 2/s offered).
+TEST_F(OpenLoopTest, AchievedRateIsOverTheWholeDuration) {
+  TempDir tmp;
+  const std::string json = tmp.File("r.jsonl");
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=64:64", "--load=poisson:2", "--duration=1s",
+                                    "--warmup=0s", "--json=" + json}),
+                           seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 1u);
+  const Json& load = records[0]["load"];
+  const double completed = load["completed"].get<double>();
+  EXPECT_GE(completed, 1) << "a Poisson schedule plans its first operation at the start";
+  EXPECT_GE(records[0]["seconds"].get<double>(), 1.0) << Brief(load);
+  EXPECT_LE(load["achieved_per_s"].get<double>(), completed / 1.0) << Brief(load);
+}
+
 // Rates from easy to far past what loopback carries: the sweep reports every rate and the
 // knee; the histograms of each go to --hdr-out, numbered, as HdrHistogram text.
 TEST_F(OpenLoopTest, SweepFindsTheKneeAndWritesHistograms) {
@@ -158,6 +177,10 @@ TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
       {{"--benchmark=latency", "--hdr-out=" + tmp.File("h")}, {"--hdr-out", "open-loop"}},
       {{"--benchmark=throughput", "--load=constant:10", "--outstanding=4"}, {"--outstanding", "--max-in-flight"}},
       {{"--benchmark=latency", "--load=constant:10", "--hdr-out=" + tmp.File("no/such/dir/h")}, {"--hdr-out", "cannot write"}},
+      // A schedule that plans no operation in the time measured (a record of none read 0 µs).
+      {{"--benchmark=latency", "--load=constant:0.5", "--duration=0.5s"}, {"--load=constant:0.5", "plans 0.25 operations"}},
+      {{"--benchmark=latency", "--load-sweep=constant:0.5..2*2", "--duration=0.5s"},
+       {"--load-sweep", "at its lowest rate", "--duration=500ms"}},
   };
   for (const Case& c : cases) ExpectRunAndWorkerRefuse(c.flags, c.keywords);
 }

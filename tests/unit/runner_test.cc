@@ -145,6 +145,21 @@ TEST_F(RunnerTest, ByTimeEveryStartedOperationIsCounted) {
   EXPECT_GE(m->seconds, 0.2);
 }
 
+// However short the time, the first round goes out and is counted: a measurement of no
+// operation read as 0 µs.
+TEST_F(RunnerTest, ByTimeTheFirstRoundGoesOutHoweverShortTheTime) {
+  StartPs(2);
+  scenario_.benchmark = Benchmark::kThroughput;
+  scenario_.outstanding = 2;
+  scenario_.warmup = absl::ZeroDuration();
+  scenario_.duration = absl::Nanoseconds(1);
+  auto m = Run();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->ops, 4u) << "one round: 2 outstanding to each of 2 PS";
+  EXPECT_EQ(m->ops_per_ps, (std::vector<uint64_t>{2, 2}));
+  EXPECT_GT(m->latency.Percentile(0.5), 0);
+}
+
 // --validate with a PS that damages payloads: the loop stops with DATA_LOSS, it does not hang.
 TEST_F(RunnerTest, DamagedPayloadStopsTheLoopWithDataLoss) {
   StartPs(1, /*corrupt_every=*/3);
