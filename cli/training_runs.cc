@@ -6,6 +6,7 @@
 #include "bench/run_status.h"
 #include "bench/scenario_flags.h"
 #include "bench/table.h"
+#include "cli/launch/job.h"
 #include "cli/launch/launch.h"
 #include "cli/session.h"
 #include "fmt/core.h"
@@ -192,6 +193,17 @@ int RunUpdates(Session& session, Scenario s) {
         kExitUsage);
   }
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
+  if (settings->timed) {
+    // The replay waits out the trace's compute: a --timeout shorter ends the run with nothing;
+    // without one, the run's hour of exchanges comes on top of it.
+    const absl::Duration compute = ReplayedCompute(*plans->front().timing, settings->steps);
+    if (o.timeout > absl::ZeroDuration() && compute >= o.timeout) {
+      Die(kProgram, absl::StrCat("--replay=timed: ", settings->steps, " steps of the trace's recorded compute take ",
+                                 absl::FormatDuration(compute), ", not less than --timeout=", absl::FormatDuration(o.timeout)),
+          kExitUsage);
+    }
+    if (o.timeout <= absl::ZeroDuration()) o.timeout = JobBudget(o, s, 1) + compute;
+  }
   o.worker_args = UpdatesWorkerArgs(*settings);
   session.Begin();
   fmt::print("# psbench updates (no lost update): {} workers x {} PS over {}, {} SGD, {} steps{}, "

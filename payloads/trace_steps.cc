@@ -17,6 +17,9 @@ using json = nlohmann::json;
 
 // Times are written with three decimals; a bucket's time is its last member's.
 constexpr double kSlackUs = 0.01;
+// A replay waits out each step's recorded compute: one of over an hour is no training step
+// (a unit slip, a damaged file) and would keep a run silently waiting.
+constexpr double kMaxComputeUs = 3600e6;
 
 // Bytes per element of the dtypes PyTorch names (str(dtype) without "torch.").
 std::optional<uint64_t> ItemBytes(std::string_view dtype) {
@@ -141,6 +144,9 @@ absl::Status ParseStep(const json& step, size_t s, TraceTiming* t, const TraceEr
   absl::StatusOr<double> compute = Micros(step["compute_us"], Cat(where, ": 'compute_us'"), errors);
   if (!compute.ok()) return compute.status();
   if (*compute <= 0) return errors.Invalid(Cat(where, ": 'compute_us' must be > 0"));
+  if (*compute > kMaxComputeUs) {
+    return errors.Invalid(Cat(where, ": 'compute_us' is ", *compute, " us, over an hour: not one training step's time"));
+  }
   out.start_us = *start;
   out.compute_us = *compute;
   if (!t->steps.empty()) {

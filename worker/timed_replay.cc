@@ -61,6 +61,14 @@ TimedModel TimedModelOf(const TraceTiming& timing) {
   return model;
 }
 
+absl::Duration ReplayedCompute(const TraceTiming& timing, int steps) {
+  double us = 0;
+  for (int s = 0; s < steps && !timing.steps.empty(); ++s) {
+    us += timing.steps[static_cast<size_t>(s) % timing.steps.size()].compute_us;
+  }
+  return absl::Microseconds(us);
+}
+
 absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timing, const TimedModel& model,
                                           int steps, const std::function<void(int)>& fill,
                                           absl::Duration part_timeout) {

@@ -54,6 +54,9 @@ struct TimedReplay {
   uint64_t late_starts = 0;  // buckets started more than 50 us after their ready time
 };
 
+// The recorded compute of `steps` replayed steps: the least a timed replay of them takes.
+absl::Duration ReplayedCompute(const TraceTiming& timing, int steps);
+
 // Runs `steps` steps over `ps` (made with `model.buckets`); `fill(step)` writes every
 // gradient of the step into ps.outgoing() before its clock starts.
 absl::StatusOr<TimedReplay> RunTimedSteps(PsClient& ps, const TraceTiming& timing, const TimedModel& model,

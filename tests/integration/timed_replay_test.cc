@@ -135,6 +135,10 @@ TEST_F(TimedReplayTest, ReplayFlagsThatCannotWorkAreRefused) {
        {"--replay=timed", "psbench-trace/2"}},
   };
   for (const Case& c : cases) ExpectRunAndWorkerRefuse(c.flags, c.keywords);
+  // The trace's compute is waited out: 50 steps of 60 ms cannot fit a 2 s run.
+  ExpectOneLineFailure(RunCommand(RunArgv({"--benchmark=updates", "--scheme=trace", "--trace=" + timed, "--replay=timed",
+                                           "--steps=50", "--timeout=2s"})),
+                       2, "psbench", {"--replay=timed", "50 steps", "take 3s", "--timeout=2s"});
 }
 
 }  // namespace

@@ -404,6 +404,12 @@ TEST_F(TraceTest, BadStepTraces) {
               HasSubstr("step 0, tensor 0: ready time must be a number of microseconds >= 0"));
   EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 0, "ready_us": [0]}])")),
               HasSubstr("'compute_us' must be > 0"));
+  // A replay waits out each step's compute: a year's worth kept a run waiting silently.
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 1e13, "ready_us": [1]}])")),
+              HasSubstr("step 0: 'compute_us' is 10000000000000 us, over an hour"));
+  EXPECT_THAT(Error(steps(R"([{"start_us": 0, "compute_us": 5, "ready_us": [1]},
+                              {"start_us": 5, "compute_us": 3600000001, "ready_us": [1]}])")),
+              HasSubstr("step 1: 'compute_us' is 3600000001 us, over an hour"));
   EXPECT_THAT(Error(steps(R"([{"start_us": "0", "compute_us": 5, "ready_us": [1]}])")),
               HasSubstr("'start_us' must be a number"));
   // Tensors: unknown dtype, sizes that disagree, missing fields.
