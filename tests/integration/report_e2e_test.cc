@@ -211,6 +211,10 @@ TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   Expect({empty}, 2, empty + ": empty, no records");
   std::string unknown = tmp_.Write("unknown.jsonl", "{\"kind\":\"mystery\"}\n");
   Expect({unknown}, 2, "no record psbench report can tabulate (found 1 mystery");
+  // An open loop's figures are checked too: a negative count printed as a large number or 0.
+  std::string load = tmp_.Write("load.jsonl", kLatencyRecord.substr(0, kLatencyRecord.size() - 2) +
+                                                  R"(,"load":{"offered_per_s":10,"achieved_per_s":"ten","corrected_us":{"p50":1,"p99":2}}})" "\n");
+  Expect({load}, 2, load + ":1: not a psbench record: field 'load.achieved_per_s' is not a number");
   std::string good = tmp_.Write("good.jsonl", kLatencyRecord);
   Expect({}, 2, "give one or more JSON Lines files");
   Expect({good, "--compare=a"}, 2, "--compare=a: give two different series");

@@ -67,6 +67,26 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
   bad["latency_us"].erase("p99");
   EXPECT_EQ(error(bad), "field 'latency_us.p99' is missing");
   EXPECT_EQ(error({{"step", {{"median_s", 1.0}}}}), "field 'step.mean_s' is missing");
+  // An open loop's figures, which a report prints (they read as 0 when not numbers).
+  const json load = {{"offered_per_s", 1000}, {"achieved_per_s", 990.5}, {"planned", 10}, {"dropped", 0},
+                     {"corrected_us", {{"p50", 5.0}, {"p99", 9.0}}}, {"lag_us", {{"p99", 1.0}}},
+                     {"histograms", {{"corrected", "kept as written"}}}};
+  EXPECT_TRUE(RecordFromJson({{"load", load}}).ok());
+  auto with = [&load](const char* key, json value) {
+    json l = load;
+    if (value.is_null()) l.erase(key);
+    else l[key] = value;
+    return json{{"load", l}};
+  };
+  EXPECT_EQ(error({{"load", "poisson"}}), "field 'load' is not an object");
+  EXPECT_EQ(error(with("offered_per_s", nullptr)), "field 'load.offered_per_s' is missing");
+  EXPECT_EQ(error(with("achieved_per_s", "fast")), "field 'load.achieved_per_s' is not a number");
+  EXPECT_EQ(error(with("achieved_per_s", -1)), "field 'load.achieved_per_s' is not a rate (0 or more)");
+  EXPECT_EQ(error(with("dropped", -7)), "field 'load.dropped' is not a count (an integer, 0 or more)");
+  EXPECT_EQ(error(with("corrected_us", nullptr)), "field 'load.corrected_us' is missing");
+  EXPECT_EQ(error(with("corrected_us", {{"p50", 5.0}})), "field 'load.corrected_us.p99' is missing");
+  EXPECT_EQ(error(with("corrected_us", {{"p50", 5.0}, {"p99", "9"}})), "field 'load.corrected_us.p99' is not a number");
+  EXPECT_EQ(error(with("lag_us", {{"p99", true}})), "field 'load.lag_us.p99' is not a number");
 }
 
 TEST(RecordTest, KindsAndSeries) {
