@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
@@ -25,6 +27,31 @@ namespace psbench {
 namespace {
 
 using nlohmann::json;
+
+// How long --json waits for a named pipe's reader before it gives up.
+constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
+
+// A FIFO (a named pipe, /dev/stdout into a pipe) is opened once, waiting a bounded time for a
+// reader, and held until the process ends: closing it after the start-up check would give its
+// reader end-of-file before any record, and the records would then wait for a reader forever.
+// -1 with errno set when it cannot (ENXIO: no reader came).
+int HeldFifo(const std::string& path) {
+  static absl::Mutex mu;
+  static auto* held = new std::map<std::string, int>;
+  absl::MutexLock lock(&mu);
+  if (auto it = held->find(path); it != held->end()) return it->second;
+  const absl::Time give_up = absl::Now() + kFifoReaderWait;
+  int fd = -1;
+  while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0 && errno == ENXIO &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (fd < 0) return -1;
+  // Writes then wait for a slow reader, as to any pipe.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  (*held)[path] = fd;
+  return fd;
+}
 
 json CpuJson(const CpuTimes& c, double seconds) {
   return {{"user_s", c.user_s},
@@ -195,8 +222,9 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   }
   // A path that cannot name a file here is bad input; a disk that is read-only, full or
   // failing is a runtime failure (the caller picks its exit status from the code).
-  auto failed = [&path, &records](const char* what, int err) {
-    std::string msg = absl::StrCat("--json=", path, ": ", what, ": ", std::strerror(err));
+  auto failed = [&path, &records](absl::string_view what, int err) {
+    std::string msg = absl::StrCat("--json=", path, ": ", what);
+    if (err != ENXIO) absl::StrAppend(&msg, ": ", std::strerror(err));
     if (!records.empty()) {
       absl::StrAppend(&msg, " (", records.size(), records.size() == 1 ? " record" : " records",
                       " not saved)");
@@ -205,8 +233,23 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
                 err == ETXTBSY;
     return disk ? absl::UnavailableError(msg) : absl::InvalidArgumentError(msg);
   };
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return failed("cannot open for writing", errno);
+  struct stat before {};
+  const bool fifo = ::stat(path.c_str(), &before) == 0 && S_ISFIFO(before.st_mode);
+  int fd = -1;
+  if (fifo) {
+    fd = HeldFifo(path);
+    if (fd < 0 && errno == ENXIO) {
+      return failed(absl::StrCat("a named pipe no process reads (waited ", absl::FormatDuration(kFifoReaderWait),
+                                 " for a reader)"),
+                    ENXIO);
+    }
+    if (fd < 0) return failed("cannot open for writing", errno);
+  } else {
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return failed("cannot open for writing", errno);
+  }
+  // A held FIFO stays open: only files opened here are closed.
+  auto close_fd = [fifo, fd] { return fifo ? 0 : ::close(fd); };
   std::string text;
   for (const Record& r : records) text += RecordToJson(r).dump() + '\n';
   // One write per record set; a short write is retried, an error reported with its errno.
@@ -215,7 +258,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
+      close_fd();
       return failed("write failed", err);
     }
     at += static_cast<size_t>(n);
@@ -225,10 +268,10 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   if (!records.empty() && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::fsync(fd) != 0 &&
       errno != EINVAL) {
     int err = errno;
-    ::close(fd);
+    close_fd();
     return failed("write failed", err);
   }
-  if (::close(fd) != 0 && errno != EINTR) return failed("write failed", errno);
+  if (close_fd() != 0 && errno != EINTR) return failed("write failed", errno);
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 // --json to a disk that cannot take it. Whoever is left must fail within its deadline with one
 // clear line (or keep serving, and say what it lost), and nothing may be left running.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -358,6 +359,28 @@ TEST_F(FaultTest, RunJsonToAFullDisk) {
                        "not saved)"),
             std::string::npos) << r.Describe();
   EXPECT_NE(r.out.find("latency"), std::string::npos) << r.Describe();
+}
+
+// A named pipe: with no reader, a bounded wait and one line (it hung at start-up); with one,
+// every record reaches it (closing the pipe after the start-up check gave the reader its
+// end-of-file, and the records then waited for a reader forever).
+TEST_F(FaultTest, JsonToANamedPipe) {
+  TempDir tmp;
+  const std::string fifo = tmp.File("records");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ClosedPort nobody;
+  RunResult alone = RunCommand(WorkerArgv(nobody.address(), {"--benchmark=latency", "--json=" + fifo}), seconds(30));
+  ExpectOneLineFailure(alone, 2, "psbench-worker", {"--json=" + fifo, "a named pipe no process reads", "waited 10s"});
+  Process reader({"/bin/cat", fifo});
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=64:128", "--warmup-iterations=2", "--iterations=20",
+                                    "--json=" + fifo}),
+                           seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_EQ(reader.Wait(seconds(10)), std::optional<int>(0)) << "the pipe is closed when psbench ends";
+  const std::vector<std::string> lines = Lines(reader.Stdout());
+  ASSERT_GE(lines.size(), 2u) << reader.Stdout();
+  EXPECT_NE(lines[0].find("\"payload_bytes\":64"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"payload_bytes\":128"), std::string::npos) << lines[1];
 }
 
 // A read-only disk: a tmpfs mounted read-only in a private mount namespace (as root, a chmod
