@@ -82,7 +82,7 @@ Record MakeRecord(const Scenario& s, const PayloadPlan& plan, const Measurement&
   r.transport = s.transport;
   if (TransportHonoursMode(s.transport)) r.mode = std::string(WireModeName(s.mode));
   r.tls = s.tls;
-  r.scheme = s.sweep ? std::string("sweep") : std::string(SchemeName(s.payload.scheme));
+  r.scheme = SchemeLabel(s);
   r.extra["buffers"] = one ? buffers[0] : buffers;
   if (named) r.extra["buffer_names"] = one ? names[0] : names;
   r.payload_summary = plan.Summary();

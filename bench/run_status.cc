@@ -54,9 +54,7 @@ void RunStatus::Tick() {
   last_draw_ns_ = now;
   std::string prefix = runs_ > 0 ? fmt::format("run {}/{} ", run_, runs_) : std::string();
   prefix += !title_.empty() ? title_
-                           : absl::StrCat(BenchmarkName(scenario_.benchmark), " ",
-                                          scenario_.sweep ? std::string("sweep")
-                                                          : std::string(SchemeName(scenario_.payload.scheme)));
+                           : absl::StrCat(BenchmarkName(scenario_.benchmark), " ", SchemeLabel(scenario_));
   // The slowest worker says where the run is and how long it has left.
   std::optional<ProgressSample> slowest;
   std::optional<double> left;

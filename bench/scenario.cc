@@ -266,6 +266,10 @@ absl::Status ValidateScenario(const Scenario& s) {
 }
 
 
+std::string SchemeLabel(const Scenario& s) {
+  return s.sweep ? std::string("sweep") : std::string(SchemeName(s.payload.scheme));
+}
+
 std::vector<LoadSchedule> LoadPoints(const Scenario& s) {
   return s.load_sweep ? SweepPoints(*s.load_sweep) : std::vector<LoadSchedule>{s.load};
 }

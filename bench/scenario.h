@@ -87,6 +87,9 @@ struct Scenario {
 // Cross-field checks; errors name the flag ("--window must be at least 1").
 absl::Status ValidateScenario(const Scenario& s);
 
+// What a record's "scheme" says of it: "sweep" for --sizes, else the payload scheme's name.
+std::string SchemeLabel(const Scenario& s);
+
 // The loads a scenario measures, in order: its sweep's rates, or its one load.
 std::vector<LoadSchedule> LoadPoints(const Scenario& s);
 

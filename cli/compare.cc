@@ -263,8 +263,7 @@ int RunComparison(const std::vector<CompareEntry>& entries,
         Scenario s = runs[r].first;
         s.transport = e.transport;
         s.mode = e.mode;
-        std::string what = absl::StrCat(std::string(BenchmarkName(s.benchmark)), " ",
-                                        s.sweep ? std::string("sweep") : std::string(SchemeName(s.payload.scheme)));
+        std::string what = absl::StrCat(std::string(BenchmarkName(s.benchmark)), " ", SchemeLabel(s));
         absl::Time start = absl::Now();
         RunStatus::Get().SetRun(static_cast<int>(number) + 1, static_cast<int>(total));
         auto results = run_one(s, runs[r].second, static_cast<int>(number));

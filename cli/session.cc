@@ -153,7 +153,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
         PrintRepetitions(session, s, repeated, /*save=*/false);
         WriteHdrOrWarn(HdrOutFlag(), open_loop);  // what completed
         fmt::print(stderr, "{}: {} {}{}: {}\n", kProgram, std::string(BenchmarkName(s.benchmark)),
-                   SchemeName(s.payload.scheme), RepetitionSuffix(rep + 1, repetitions),
+                   SchemeLabel(s), RepetitionSuffix(rep + 1, repetitions),
                    std::string(results.status().message()));
         return FailedRunExitCode(results.status());
       }

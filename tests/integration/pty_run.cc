@@ -14,7 +14,7 @@
 
 namespace psbench::testing {
 
-PtyResult RunOnPty(const Argv& argv, milliseconds timeout) {
+PtyResult RunOnPty(const Argv& argv, milliseconds timeout, std::optional<PtySignal> signal) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -48,6 +48,10 @@ PtyResult RunOnPty(const Argv& argv, milliseconds timeout) {
     ssize_t n = read(master, buf, sizeof(buf));
     if (n <= 0) break;  // EIO: every process on the terminal has closed it
     r.out.append(buf, static_cast<size_t>(n));
+    if (signal && r.out.find(signal->when) != std::string::npos) {
+      kill(pid, signal->sig);
+      signal.reset();
+    }
   }
   int st = 0;
   waitpid(pid, &st, 0);

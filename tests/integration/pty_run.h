@@ -3,6 +3,8 @@
 #ifndef PSBENCH_TESTS_INTEGRATION_PTY_RUN_H_
 #define PSBENCH_TESTS_INTEGRATION_PTY_RUN_H_
 
+#include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +21,14 @@ struct PtyResult {
   std::string out;  // everything written to the terminal (stdout and stderr)
 };
 
+// Sends `sig` to the command once what it wrote to the terminal contains `when`.
+struct PtySignal {
+  std::string when;
+  int sig = SIGTERM;
+};
+
 // Runs argv on a fresh pseudo-terminal 160 columns wide; kills it after `timeout`.
-PtyResult RunOnPty(const Argv& argv, milliseconds timeout);
+PtyResult RunOnPty(const Argv& argv, milliseconds timeout, std::optional<PtySignal> signal = std::nullopt);
 
 // What stays visible of each terminal line: the text after its last clear or carriage
 // return (the terminal adds \r to every \n).
