@@ -224,7 +224,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   // failing is a runtime failure (the caller picks its exit status from the code).
   auto failed = [&path, &records](absl::string_view what, int err) {
     std::string msg = absl::StrCat("--json=", path, ": ", what);
-    if (err != ENXIO) absl::StrAppend(&msg, ": ", std::strerror(err));
+    if (err != 0) absl::StrAppend(&msg, ": ", std::strerror(err));
     if (!records.empty()) {
       absl::StrAppend(&msg, " (", records.size(), records.size() == 1 ? " record" : " records",
                       " not saved)");
@@ -241,7 +241,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
     if (fd < 0 && errno == ENXIO) {
       return failed(absl::StrCat("a named pipe no process reads (waited ", absl::FormatDuration(kFifoReaderWait),
                                  " for a reader)"),
-                    ENXIO);
+                    0);
     }
     if (fd < 0) return failed("cannot open for writing", errno);
   } else {

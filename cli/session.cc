@@ -142,6 +142,10 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
       if (!results.ok() && !survivors.empty()) {
         // The run failed; these records are still measurements (and say what went wrong).
         for (const Record& rec : survivors) table.Print(rec);
+        PrintOpenLoop(stdout, survivors);
+        for (const Record& rec : survivors) {
+          if (IsHeadline(rec) && LoadPointOf(rec)) open_loop.push_back(rec);
+        }
         if (!json_path.empty()) {
           if (absl::Status st = AppendJsonLines(json_path, survivors); !st.ok()) {
             fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));

@@ -498,19 +498,20 @@ absl::StatusOr<std::vector<Record>> RunJob(Launcher& launcher, const LaunchOptio
     // A worker that ended non-zero after writing every record it owed measured all the same
     // (a check that failed: updates lost, a data plane that disagrees): its record says why.
     if (keep([&](int w) { return gather.Complete(w); }) > 0 || survivors == nullptr) return failure;
-    // Else the payloads every worker finished before the failure (a sweep stopped by a
-    // signal, or by a size the machine cannot take) were measured together: they stand.
+    // Else the measurements every worker finished before the failure (a sweep stopped by a
+    // signal, or by a size the machine cannot take) stand, without totals as above (one of
+    // them may be a failed check's).
     size_t finished = plans;
     for (const auto& r : gather.records()) finished = std::min(finished, r.size());
     if (finished == 0) return failure;
     for (auto& r : gather.records()) r.resize(finished);
-    auto records = MergeWorkerRecords(std::move(gather.records()), finished, aggregate, names);
+    auto records = MergeWorkerRecords(std::move(gather.records()), finished, /*aggregate=*/false, names);
     if (records.ok()) {
       Stamp(*records, o, placement);
       *survivors = *std::move(records);
     }
     return absl::Status(failure.code(), absl::StrCat(failure.message(), " (the ", finished, " of ", plans,
-                                                     " payloads every worker finished are kept)"));
+                                                     " measurements every worker finished are kept)"));
   }
   if (!gather.lost().ok()) {
     // The workers that wrote every record they owed measured: keep their records (which say

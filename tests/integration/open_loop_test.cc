@@ -178,7 +178,8 @@ TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
       {{"--benchmark=throughput", "--load=constant:10", "--outstanding=4"}, {"--outstanding", "--max-in-flight"}},
       {{"--benchmark=latency", "--load=constant:10", "--hdr-out=" + tmp.File("no/such/dir/h")}, {"--hdr-out", "cannot write"}},
       // A schedule that plans no operation in the time measured (a record of none read 0 µs).
-      {{"--benchmark=latency", "--load=constant:0.5", "--duration=0.5s"}, {"--load=constant:0.5", "plans 0.25 operations"}},
+      {{"--benchmark=latency", "--load=constant:0.5", "--duration=0.5s"}, {"--load=constant:0.5", "offers 0.25 operations"}},
+      {{"--benchmark=latency", "--load=poisson:0.5", "--duration=1s"}, {"--load=poisson:0.5", "offers 0.5 operations"}},
       {{"--benchmark=latency", "--load-sweep=constant:0.5..2*2", "--duration=0.5s"},
        {"--load-sweep", "at its lowest rate", "--duration=500ms"}},
   };

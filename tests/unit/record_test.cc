@@ -78,6 +78,8 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
     else l[key] = value;
     return json{{"load", l}};
   };
+  EXPECT_TRUE(RecordFromJson({{"kind", "comparison"}, {"load", {{"schedule", "poisson:10"}, {"rate_per_s", 10}}}}).ok())
+      << "a comparison's load names the schedule only";
   EXPECT_EQ(error({{"load", "poisson"}}), "field 'load' is not an object");
   EXPECT_EQ(error(with("offered_per_s", nullptr)), "field 'load.offered_per_s' is missing");
   EXPECT_EQ(error(with("achieved_per_s", "fast")), "field 'load.achieved_per_s' is not a number");
