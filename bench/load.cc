@@ -105,7 +105,8 @@ absl::StatusOr<LoadSweep> ParseLoadSweep(absl::string_view text, absl::string_vi
   const size_t dots = kind_rest.second.find("..");
   const size_t star = kind_rest.second.rfind('*');
   if (text.find(':') == absl::string_view::npos || dots == absl::string_view::npos ||
-      star == absl::string_view::npos || star < dots) {
+      star == absl::string_view::npos || star < dots ||
+      kind_rest.second.find("...") != absl::string_view::npos) {  // not LO .. .HI
     return absl::InvalidArgumentError(usage);
   }
   LoadSweep s;

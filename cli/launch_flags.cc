@@ -1,5 +1,7 @@
 #include "cli/launch_flags.h"
 
+#include <algorithm>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -52,6 +54,10 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
   o.command = command;
   if (o.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must not be negative (0 = derived from the scenario)");
+  }
+  // A label heads report columns and table lines: a newline or escape would break them.
+  if (std::any_of(o.label.begin(), o.label.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    return absl::InvalidArgumentError("--label must be text without control characters (a newline, a tab, an escape)");
   }
   if (o.num_ps < 1 || o.num_ps > 64) return absl::InvalidArgumentError("--num-ps must be in [1, 64]");
   if (o.num_workers < 1 || o.num_workers > 256) {

@@ -56,6 +56,9 @@ absl::StatusOr<std::set<std::string>> Resolve(const HostPort& hp) {
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
   if (text.empty()) return Bad(text, "empty");
   if (!PrintableWithoutSpaces(text)) return Bad(text, "spaces or control characters");
+  if (size_t scheme = text.find("://"); scheme != absl::string_view::npos) {
+    return Bad(text, absl::StrCat("no URL: write ", text.substr(scheme + 3), " (without '", text.substr(0, scheme + 3), "')"));
+  }
   HostPort hp;
   absl::string_view port;
   if (text.front() == '[') {
@@ -67,6 +70,11 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
     absl::string_view rest = text.substr(close + 1);
     if (rest.empty() || rest.front() != ':') return Bad(text, "no :PORT after ']'");
     port = rest.substr(1);
+    // gRPC reads brackets as an IPv6 literal: [127.0.0.1] or [name] passed here and failed
+    // only when the worker connected.
+    if (hp.host.find(':') == std::string::npos) {
+      return Bad(text, absl::StrCat("brackets hold an IPv6 address only: write ", hp.host, ":", port));
+    }
   } else {
     size_t colon = text.rfind(':');
     if (colon == absl::string_view::npos) return Bad(text, "no :PORT");

@@ -160,7 +160,8 @@ sockaddr_in parse_loopback(const std::string& addr) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1 || (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
-    usage_error(fmt::format("bad address '{}': host must be loopback (127.x.x.x or localhost)", addr));
+    usage_error(fmt::format("bad address '{}': host must be IPv4 loopback (127.x.x.x or localhost){}", addr,
+                            host.find(':') != std::string::npos ? "; the floors take no IPv6" : ""));
   const std::string_view port_s = std::string_view(addr).substr(colon + 1);
   int port = 0;
   auto [p, ec] = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);

@@ -320,6 +320,7 @@ const std::vector<BadInput> kRunCases = {
      {"--benchmark=throughput", "--num-ps=2", "--scheme=trace", "--trace=$DIR/one-tensor.json"},
      {"the trace has 1 tensor for 2 PS", "each PS needs at least one"}},
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
+    {"LabelWithANewline", Tool::kRun, {"--label=ipoib\nrdma"}, {"--label", "control characters"}},
     {"PsThreadsOnCallbackApi", Tool::kRun, {"--grpc-api=callback", "--ps-threads=2"},
      {"--ps-threads", "--grpc-api=cq only"}},
     {"PsThreadsOnVerbs", Tool::kRun, {"--transport=grpc+verbs", "--ps-threads=2"},

@@ -115,6 +115,9 @@ TEST_F(FloorsTest, ApisDoNotMixAndUnknownApiIsAUsageError) {
   EXPECT_NE(r.err.find("--api=generic"), std::string::npos) << r.Describe();
   ExpectOneLineFailure(RunCommand({BinPath("psbench-floor-grpc"), "--api=rest", "--server"}), 2,
                        "psbench-floor-grpc", {"--api=rest", "unary, async or generic"});
+  // ::1 is loopback, but not the IPv4 loopback the floors take: said so.
+  ExpectOneLineFailure(RunCommand({BinPath("psbench-floor-tcp"), "--connect=[::1]:5000"}), 2, "psbench-floor-tcp",
+                       {"[::1]:5000", "IPv4 loopback", "the floors take no IPv6"});
   // The async client against the unary server: the same protobuf service, so it works.
   r = RunCommand({BinPath("psbench-floor-grpc"), "--api=async", "--connect=127.0.0.1:" + std::to_string(port),
                   "--size=32", "--iterations=5"},

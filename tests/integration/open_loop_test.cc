@@ -170,6 +170,8 @@ TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
       {{"--benchmark=latency", "--load-sweep=poisson:1000..500*2"}, {"--load-sweep", "LO is above HI"}},
       {{"--benchmark=latency", "--load-sweep=poisson:10..1000*1"}, {"--load-sweep", "never reaches HI"}},
       {{"--benchmark=latency", "--load-sweep=poisson:10..1000"}, {"--load-sweep", "KIND:LO..HI*FACTOR"}},
+      // Three dots read as LO..0.HI (it echoed "1000..0.4*2").
+      {{"--benchmark=latency", "--load-sweep=poisson:1000...4000*2"}, {"--load-sweep=poisson:1000...4000*2", "KIND:LO..HI*FACTOR"}},
       {{"--benchmark=latency", "--load=constant:10", "--load-sweep=poisson:10..1000*2"}, {"--load", "not both"}},
       {{"--benchmark=bandwidth", "--load=constant:10"}, {"--load", "--benchmark=latency"}},
       {{"--benchmark=latency", "--load=constant:10", "--max-in-flight=0"}, {"--max-in-flight"}},

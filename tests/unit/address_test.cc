@@ -45,7 +45,11 @@ TEST(AddressTest, RefusesWhatIsNotHostPortSayingWhy) {
                         Case{"::1:5000", "write an IPv6 address in brackets: [::1]:5000"},
                         Case{"[::1:5000", "no ']'"}, Case{"[::1]5000", "no :PORT after ']'"},
                         Case{"[]:5000", "empty host"}, Case{"h]:5", "stray bracket"},
-                        Case{"h 1:5", "spaces or control characters"}}) {
+                        Case{"h 1:5", "spaces or control characters"},
+                        // Taken, then failed when the worker connected; or a confusing hint.
+                        Case{"[127.0.0.1]:5000", "brackets hold an IPv6 address only: write 127.0.0.1:5000"},
+                        Case{"[node7]:5000", "brackets hold an IPv6 address only: write node7:5000"},
+                        Case{"http://node7:5000", "no URL: write node7:5000 (without 'http://')"}}) {
     absl::StatusOr<HostPort> hp = ParseHostPort(c.text);
     ASSERT_FALSE(hp.ok()) << c.text;
     EXPECT_EQ(hp.status().code(), absl::StatusCode::kInvalidArgument);
