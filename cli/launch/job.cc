@@ -248,7 +248,9 @@ class Gatherer {
       return;
     }
     if (w < 0) {  // a PS rank of the job: its address line, and what it says at exit
-      if (!PsDialAddress(line.text)) fmt::print(stderr, "{}\n", line.text);
+      if (!PsDialAddress(line.text) && !absl::StartsWith(line.text, kPsAppliedPrefix) && !line.text.empty()) {
+        fmt::print(stderr, "{}\n", line.text);
+      }
       return;
     }
     if (w >= num_workers_) return;

@@ -12,6 +12,9 @@
 namespace psbench {
 
 inline constexpr absl::string_view kPsListeningPrefix = "psbench-ps listening on ";
+// What a PS prints as it exits after exchanges: which updates of which worker it applied.
+// A launcher does not relay it: the workers' records say what each PS had applied.
+inline constexpr absl::string_view kPsAppliedPrefix = "psbench-ps applied updates: ";
 
 // ADDR:PORT, or H:PORT when the PS listens on every interface (0.0.0.0, [::]); nullopt when
 // `line` is not that line (or says no port).

@@ -21,6 +21,8 @@ TEST_F(MpiUpdatesTest, ExactOverGrpcMpiSyncAndAsync) {
                                       "--num-workers=3", "--steps=20", "--json=" + json}),
                              seconds(150));
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_EQ(r.err.find("psbench-ps applied updates"), std::string::npos)
+        << "a PS rank's exit report is the records' to say, not stderr's: " << r.Describe();
     ++runs;
   }
   std::vector<Json> records = ReadJsonLines(json);
