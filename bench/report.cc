@@ -20,6 +20,7 @@
 #include "bench/load_report.h"
 #include "bench/open_loop.h"
 #include "bench/sysinfo.h"
+#include "inputs/input_file.h"
 #include "fmt/core.h"
 #include "payloads/size.h"
 
@@ -28,28 +29,17 @@ namespace {
 
 using nlohmann::json;
 
-// How long --json waits for a named pipe's reader before it gives up.
-constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
-
 // A FIFO (a named pipe, /dev/stdout into a pipe) is opened once, waiting a bounded time for a
 // reader, and held until the process ends: closing it after the start-up check would give its
 // reader end-of-file before any record, and the records would then wait for a reader forever.
-// -1 with errno set when it cannot (ENXIO: no reader came).
+// -1 with errno set when it cannot.
 int HeldFifo(const std::string& path) {
   static absl::Mutex mu;
   static auto* held = new std::map<std::string, int>;
   absl::MutexLock lock(&mu);
   if (auto it = held->find(path); it != held->end()) return it->second;
-  const absl::Time give_up = absl::Now() + kFifoReaderWait;
-  int fd = -1;
-  while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0 && errno == ENXIO &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  if (fd < 0) return -1;
-  // Writes then wait for a slow reader, as to any pipe.
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  (*held)[path] = fd;
+  const int fd = OpenOutput(path, 0);
+  if (fd >= 0) (*held)[path] = fd;
   return fd;
 }
 
@@ -223,8 +213,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   // A path that cannot name a file here is bad input; a disk that is read-only, full or
   // failing is a runtime failure (the caller picks its exit status from the code).
   auto failed = [&path, &records](absl::string_view what, int err) {
-    std::string msg = absl::StrCat("--json=", path, ": ", what);
-    if (err != 0) absl::StrAppend(&msg, ": ", std::strerror(err));
+    std::string msg = absl::StrCat("--json=", path, ": ", what, ": ", OpenOutputError(path, err));
     if (!records.empty()) {
       absl::StrAppend(&msg, " (", records.size(), records.size() == 1 ? " record" : " records",
                       " not saved)");
@@ -235,19 +224,8 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   };
   struct stat before {};
   const bool fifo = ::stat(path.c_str(), &before) == 0 && S_ISFIFO(before.st_mode);
-  int fd = -1;
-  if (fifo) {
-    fd = HeldFifo(path);
-    if (fd < 0 && errno == ENXIO) {
-      return failed(absl::StrCat("a named pipe no process reads (waited ", absl::FormatDuration(kFifoReaderWait),
-                                 " for a reader)"),
-                    0);
-    }
-    if (fd < 0) return failed("cannot open for writing", errno);
-  } else {
-    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return failed("cannot open for writing", errno);
-  }
+  const int fd = fifo ? HeldFifo(path) : OpenOutput(path, O_APPEND | O_CREAT);
+  if (fd < 0) return failed("cannot open for writing", errno);
   // A held FIFO stays open: only files opened here are closed.
   auto close_fd = [fifo, fd] { return fifo ? 0 : ::close(fd); };
   std::string text;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace psbench {
 namespace {
@@ -127,6 +128,29 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
     }
   }
   return absl::OkStatus();
+}
+
+int OpenOutput(const std::string& path, int flags) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) {
+    return ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
+  }
+  const absl::Time give_up = absl::Now() + kFifoReaderWait;
+  int fd = -1;
+  while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | flags)) < 0 && errno == ENXIO &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::string OpenOutputError(const std::string& path, int err) {
+  struct stat st {};
+  if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+    return absl::StrCat("a named pipe no process reads (waited ", absl::FormatDuration(kFifoReaderWait), " for a reader)");
+  }
+  return std::strerror(err);
 }
 
 }  // namespace psbench

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace psbench {
 
@@ -43,6 +44,19 @@ struct NamedPath {
 // else by canonical path (two outputs of one invocation).
 absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string& output,
                                const std::vector<NamedPath>& inputs);
+
+// How long an output that is a named pipe waits for a process to read it.
+inline constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
+
+// Opens output `path` as open(2) with O_WRONLY | O_CLOEXEC | `flags` (and mode 0644). A named
+// pipe (mkfifo, or /dev/stdout into a pipe) is opened without blocking, waiting up to
+// kFifoReaderWait for a reader: -1 with errno ENXIO when none came (open(2) would wait
+// forever). The descriptor then blocks as any pipe's.
+int OpenOutput(const std::string& path, int flags);
+
+// Why OpenOutput(path) failed with `err`: "a named pipe no process reads (waited 10s for a
+// reader)" for a named pipe's ENXIO, else strerror(err).
+std::string OpenOutputError(const std::string& path, int err);
 
 }  // namespace psbench
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/cli.h"
+#include "inputs/input_file.h"
 #include "cli/report/report_csv.h"
 #include "cli/report/report_data.h"
 #include "cli/report/report_render.h"
@@ -112,11 +113,22 @@ absl::StatusOr<int> RunBounded(const std::vector<std::string>& argv, const fs::p
   return st;
 }
 
-bool WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  return static_cast<bool>(out);
+// "cannot write: WHY" when it cannot (a named pipe is waited on for a bounded time).
+absl::Status WriteText(const fs::path& path, const std::string& text) {
+  const int fd = OpenOutput(path.string(), O_CREAT | O_TRUNC);
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", OpenOutputError(path.string(), errno)));
+  for (size_t at = 0; at < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(err)));
+    }
+    at += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && errno != EINTR) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(errno)));
+  return absl::OkStatus();
 }
 
 // Whether `path` is directory `dir` or lies inside it (both as the file system resolves them).
@@ -187,8 +199,8 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
     if (std::regex_match(entry.path().filename().string(), kOurs)) fs::remove(entry.path(), ec);
   }
   fs::path data_file = dir / "plots.json";
-  if (!WriteText(data_file, data.dump(1))) {
-    return absl::InternalError(absl::StrCat("cannot write ", data_file.string()));
+  if (absl::Status st = WriteText(data_file, data.dump(1)); !st.ok()) {
+    return absl::InternalError(absl::StrCat(data_file.string(), ": ", st.message()));
   }
   fs::path log = dir / "plot.log";
   absl::StatusOr<int> status = RunBounded({python, script.string(), data_file.string(), dir.string()}, log,
@@ -252,11 +264,13 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   if (markdown.empty()) {
     fmt::print("{}", md);
     std::fflush(stdout);
-  } else if (!WriteText(markdown, md)) {
-    Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": cannot write"), kExitUsage);
+  } else if (absl::Status st = WriteText(markdown, md); !st.ok()) {
+    Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": ", st.message()), kExitUsage);
   }
-  if (!csv.empty() && !WriteText(csv, report::RenderCsv(*records))) {
-    Die(kReportProgram, absl::StrCat("--csv=", csv, ": cannot write"), kExitUsage);
+  if (!csv.empty()) {
+    if (absl::Status st = WriteText(csv, report::RenderCsv(*records)); !st.ok()) {
+      Die(kReportProgram, absl::StrCat("--csv=", csv, ": ", st.message()), kExitUsage);
+    }
   }
   if (html.empty()) return 0;
 
@@ -269,8 +283,8 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
       Die(kReportProgram, absl::StrCat(st.message(), "; the Markdown is written, the HTML page is not"), kExitRuntime);
     }
   }
-  if (!WriteText(page, report::RenderHtml(*built, plot_dir.filename().string()))) {
-    Die(kReportProgram, absl::StrCat("--html=", html, ": cannot write"), kExitUsage);
+  if (absl::Status st = WriteText(page, report::RenderHtml(*built, plot_dir.filename().string())); !st.ok()) {
+    Die(kReportProgram, absl::StrCat("--html=", html, ": ", st.message()), kExitUsage);
   }
   if (!markdown.empty()) {
     fmt::print("# report: {} (Markdown), {} ({} plots in {})\n", markdown, html, built->plots.size(),

@@ -220,6 +220,10 @@ TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   Expect({good, "--compare=a"}, 2, "--compare=a: give two different series");
   Expect({good, "--compare=a,grpc/serialized"}, 2, "no series 'a'");
   Expect({good, "--transport=grpc"}, 2, "unknown flag --transport");
+  // An output that is a named pipe no process reads: a bounded wait, not a hang.
+  const std::string fifo = tmp_.File("md.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Expect({good, "--markdown=" + fifo}, 2, "--markdown=" + fifo + ": cannot write: a named pipe no process reads");
 }
 
 TEST_F(ReportInputTest, WithoutPythonOrMatplotlibThePageFailsAndTheMarkdownIsWritten) {
