@@ -133,11 +133,11 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
 int OpenOutput(const std::string& path, int flags) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) {
-    return ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
+    return ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0666);  // less the umask, as any output
   }
   const absl::Time give_up = absl::Now() + kFifoReaderWait;
   int fd = -1;
-  while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | flags)) < 0 && errno == ENXIO &&
+  while ((fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | flags, 0666)) < 0 && errno == ENXIO &&
          absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(50));
   }

@@ -48,10 +48,10 @@ absl::Status CheckOutputSpares(absl::string_view output_flag, const std::string&
 // How long an output that is a named pipe waits for a process to read it.
 inline constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
 
-// Opens output `path` as open(2) with O_WRONLY | O_CLOEXEC | `flags` (and mode 0644). A named
-// pipe (mkfifo, or /dev/stdout into a pipe) is opened without blocking, waiting up to
-// kFifoReaderWait for a reader: -1 with errno ENXIO when none came (open(2) would wait
-// forever). The descriptor then blocks as any pipe's.
+// Opens output `path` as open(2) with O_WRONLY | O_CLOEXEC | `flags` (mode 0666 less the
+// umask). A named pipe (mkfifo, or /dev/stdout into a pipe) is opened without blocking,
+// waiting up to kFifoReaderWait for a reader: -1 with errno ENXIO when none came (open(2)
+// would wait forever). The descriptor then blocks as any pipe's.
 int OpenOutput(const std::string& path, int flags);
 
 // Why OpenOutput(path) failed with `err`: "a named pipe no process reads (waited 10s for a
