@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fmt/core.h"
+#include "inputs/input_file.h"
 #include "nlohmann/json.hpp"
 
 namespace psbench {
@@ -32,15 +33,6 @@ std::string Duration(double s) {
   if (s < 60) return fmt::format("{:.0f} s", s);
   if (s < 3600) return fmt::format("{:.0f} min {:02.0f} s", std::floor(s / 60), std::fmod(s, 60));
   return fmt::format("{:.0f} h {:02.0f} min", std::floor(s / 3600), std::fmod(s, 3600) / 60);
-}
-
-void WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) return;  // a terminal that went away: nothing to do about it
-    done += static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -125,7 +117,7 @@ void TerminalLine::ShowLocked(const std::string& text) {
   winsize ws{};
   size_t width = ioctl(fd_, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
   std::string line = text.substr(0, width - 1);  // the cursor stays on this row
-  WriteAll(fd_, "\r" + line + "\033[K");
+  WriteAll(fd_, "\r" + line + "\033[K");  // a terminal that went away: nothing to do about it
   shown_ = true;
 }
 

@@ -29,17 +29,20 @@ namespace {
 
 using nlohmann::json;
 
-// A FIFO (a named pipe, /dev/stdout into a pipe) is opened once, waiting a bounded time for a
-// reader, and held until the process ends: closing it after the start-up check would give its
-// reader end-of-file before any record, and the records would then wait for a reader forever.
-// -1 with errno set when it cannot.
-int HeldFifo(const std::string& path) {
+// --json's file, opened for each set of records; but a named pipe (mkfifo, /dev/stdout into a
+// pipe) is opened once and held until the process ends: closing it after the start-up check
+// would give its reader end-of-file before any record, and the records would then wait for a
+// reader forever. -1 with errno set when it cannot; *held: the descriptor is not to be closed.
+int OpenRecordsFile(const std::string& path, bool* held) {
   static absl::Mutex mu;
-  static auto* held = new std::map<std::string, int>;
+  static auto* pipes = new std::map<std::string, int>;
   absl::MutexLock lock(&mu);
-  if (auto it = held->find(path); it != held->end()) return it->second;
-  const int fd = OpenOutput(path, 0);
-  if (fd >= 0) (*held)[path] = fd;
+  *held = true;
+  if (auto it = pipes->find(path); it != pipes->end()) return it->second;
+  const int fd = OpenOutput(path, O_APPEND | O_CREAT);
+  struct stat st {};
+  *held = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  if (*held) (*pipes)[path] = fd;
   return fd;
 }
 
@@ -222,24 +225,16 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
                 err == ETXTBSY;
     return disk ? absl::UnavailableError(msg) : absl::InvalidArgumentError(msg);
   };
-  struct stat before {};
-  const bool fifo = ::stat(path.c_str(), &before) == 0 && S_ISFIFO(before.st_mode);
-  const int fd = fifo ? HeldFifo(path) : OpenOutput(path, O_APPEND | O_CREAT);
+  bool held = false;
+  const int fd = OpenRecordsFile(path, &held);
   if (fd < 0) return failed("cannot open for writing", errno);
-  // A held FIFO stays open: only files opened here are closed.
-  auto close_fd = [fifo, fd] { return fifo ? 0 : ::close(fd); };
+  auto close_fd = [held, fd] { return held ? 0 : ::close(fd); };
   std::string text;
   for (const Record& r : records) text += RecordToJson(r).dump() + '\n';
-  // One write per record set; a short write is retried, an error reported with its errno.
-  for (size_t at = 0; at < text.size();) {
-    ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : ENOSPC;
-      close_fd();
-      return failed("write failed", err);
-    }
-    at += static_cast<size_t>(n);
+  // One write per record set.
+  if (int err = WriteAll(fd, text); err != 0) {
+    close_fd();
+    return failed("write failed", err);
   }
   // Written is not yet stored: a regular file is synced, so that a failing disk says so now.
   struct stat st {};

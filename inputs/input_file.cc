@@ -145,6 +145,16 @@ int OpenOutput(const std::string& path, int flags) {
   return fd;
 }
 
+int WriteAll(int fd, absl::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    at += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 std::string OpenOutputError(const std::string& path, int err) {
   struct stat st {};
   if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {

@@ -54,6 +54,10 @@ inline constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
 // would wait forever). The descriptor then blocks as any pipe's.
 int OpenOutput(const std::string& path, int flags);
 
+// Writes all of `text` to `fd`, retrying short writes and EINTR: 0, or the errno that stopped
+// it (ENOSPC for a write that took nothing).
+int WriteAll(int fd, absl::string_view text);
+
 // Why OpenOutput(path) failed with `err`: "a named pipe no process reads (waited 10s for a
 // reader)" for a named pipe's ENXIO, else strerror(err).
 std::string OpenOutputError(const std::string& path, int err);

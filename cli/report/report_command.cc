@@ -117,15 +117,9 @@ absl::StatusOr<int> RunBounded(const std::vector<std::string>& argv, const fs::p
 absl::Status WriteText(const fs::path& path, const std::string& text) {
   const int fd = OpenOutput(path.string(), O_CREAT | O_TRUNC);
   if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", OpenOutputError(path.string(), errno)));
-  for (size_t at = 0; at < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(err)));
-    }
-    at += static_cast<size_t>(n);
+  if (int err = WriteAll(fd, text); err != 0) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(err)));
   }
   if (::close(fd) != 0 && errno != EINTR) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(errno)));
   return absl::OkStatus();
