@@ -76,11 +76,11 @@ absl::Status CheckLoad(const Scenario& s) {
   // Measured by time, the schedule must offer at least one operation: a constant one plans
   // none in a --duration shorter than its period (a record of none read as 0 µs), and a
   // Poisson one's first, at the start, alone would read as a rate the schedule never offered.
-  const double lowest = s.load_sweep ? s.load_sweep->lo : s.load.rate;
-  if (s.iterations == 0 && lowest * absl::ToDoubleSeconds(s.duration) < 1) {
+  const double offered = (s.load_sweep ? s.load_sweep->lo : s.load.rate) * absl::ToDoubleSeconds(s.duration);
+  if (s.iterations == 0 && offered < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         s.load_sweep ? "--load-sweep=" + LoadSweepName(*s.load_sweep) : "--load=" + LoadName(s.load), " offers ",
-        absl::SixDigits(lowest * absl::ToDoubleSeconds(s.duration)), " operations (rate x duration)", s.load_sweep ? " at its lowest rate" : "",
+        absl::SixDigits(offered), " operations (rate x duration)", s.load_sweep ? " at its lowest rate" : "",
         " in --duration=", absl::FormatDuration(s.duration),
         ": give a longer --duration, a higher rate or --iterations"));
   }
