@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "bench/cli.h"
 #include "bench/load_report.h"
+#include "inputs/input_file.h"
 #include "fmt/core.h"
 
 namespace psbench {
@@ -130,11 +132,12 @@ absl::StatusOr<std::vector<std::string>> WriteHdrFiles(const std::string& prefix
       auto h = HistogramFromJson(JsonObjectAt(JsonObjectAt(LoadOf(*open[i]), "histograms"), which));
       if (!h.ok()) return absl::InvalidArgumentError(absl::StrCat("--hdr-out: the ", which, " ", h.status().message()));
       const std::string path = absl::StrCat(stem, ".", which, ".hgrm");
-      std::FILE* f = std::fopen(path.c_str(), "w");
-      if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("--hdr-out: cannot write ", path, ": ", std::strerror(errno)));
-      const std::string text = HdrPercentileText(*h);
-      const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-      if (std::fclose(f) != 0 || !ok) return absl::InternalError(absl::StrCat("--hdr-out: writing ", path, " failed"));
+      const int fd = OpenOutput(path, O_CREAT | O_TRUNC);
+      if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("--hdr-out: cannot write ", path, ": ", OpenOutputError(path, errno)));
+      const int err = WriteAll(fd, HdrPercentileText(*h));
+      if (::close(fd) != 0 || err != 0) {
+        return absl::InternalError(absl::StrCat("--hdr-out: writing ", path, " failed: ", std::strerror(err != 0 ? err : errno)));
+      }
     }
     written.push_back(absl::StrCat(stem, ".{corrected,uncorrected,lag}.hgrm: ", Describe(*open[i])));
   }
@@ -159,18 +162,15 @@ absl::Status CheckHdrOut(const std::string& prefix) {
     return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": give the start of a file name (e.g. ",
                                                    prefix, name.empty() ? "" : "/", "run), not a directory"));
   }
-  const std::string path = absl::StrCat(prefix, ".corrected.hgrm");
-  struct stat st;
-  const bool existed = ::stat(path.c_str(), &st) == 0;
-  if (existed && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": ", path, " is not a regular file"));
+  // Every name a single point writes; a sweep's numbered names are checked as they are written.
+  for (const char* which : kLoadHistograms) {
+    const std::string path = absl::StrCat(prefix, ".", which, ".hgrm");
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": ", path, " is not a regular file"));
+    }
+    if (absl::Status s = CheckOutputWritable("--hdr-out", path); !s.ok()) return s;
   }
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": cannot write ", path, ": ", std::strerror(errno)));
-  }
-  std::fclose(f);
-  if (!existed) ::unlink(path.c_str());
   return absl::OkStatus();
 }
 

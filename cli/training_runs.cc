@@ -10,6 +10,7 @@
 #include "cli/launch/launch.h"
 #include "cli/session.h"
 #include "fmt/core.h"
+#include "inputs/input_file.h"
 #include "worker/timed_replay.h"
 #include "worker/trainer_flags.h"
 #include "worker/updates_worker.h"
@@ -50,6 +51,10 @@ int RunTraining(Session& session, Scenario s) {
                 "deploy/install-deps.sh)", kExitUsage);
 #endif
   RequireExchanges("--trainer", s.transport);
+  // Worker 0 writes the trace where it runs: here for psbench run (a cluster's worker checks it).
+  if (!settings->write_trace.empty() && session.name == "run") {
+    if (absl::Status st = CheckOutputWritable("--write-trace", settings->write_trace); !st.ok()) Die(kProgram, st, kExitUsage);
+  }
   s.benchmark = Benchmark::kThroughput;  // the topology: every worker to every PS
   if (absl::Status st = ValidateScenario(s); !st.ok()) Die(kProgram, st, kExitUsage);
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);

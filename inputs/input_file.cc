@@ -145,6 +145,22 @@ int OpenOutput(const std::string& path, int flags) {
   return fd;
 }
 
+absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path) {
+  struct stat st {};
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  int err = 0;
+  if (existed && S_ISFIFO(st.st_mode)) {
+    if (::access(path.c_str(), W_OK) != 0) err = errno;
+  } else if (const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666); fd < 0) {
+    err = errno;
+  } else {
+    ::close(fd);
+    if (!existed) ::unlink(path.c_str());
+  }
+  if (err == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, "=", path, ": cannot write: ", std::strerror(err)));
+}
+
 int WriteAll(int fd, absl::string_view text) {
   for (size_t at = 0; at < text.size();) {
     const ssize_t n = ::write(fd, text.data() + at, text.size() - at);

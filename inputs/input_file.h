@@ -54,6 +54,14 @@ inline constexpr absl::Duration kFifoReaderWait = absl::Seconds(10);
 // would wait forever). The descriptor then blocks as any pipe's.
 int OpenOutput(const std::string& path, int flags);
 
+// OK when `path` can be written as output `flag` (checked before a run, so that a long run
+// does not end in "cannot write"): an existing file is opened for append (nothing written or
+// truncated), a named pipe is only checked for write permission (an open would hand a
+// waiting reader its end of file), a path not there is created and removed. Else
+// INVALID_ARGUMENT "FLAG=PATH: cannot write: REASON" ("Is a directory", "No such file or
+// directory", ...).
+absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path);
+
 // Writes all of `text` to `fd`, retrying short writes and EINTR: 0, or the errno that stopped
 // it (ENOSPC for a write that took nothing).
 int WriteAll(int fd, absl::string_view text);

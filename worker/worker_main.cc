@@ -211,9 +211,13 @@ int Main(int argc, char** argv) {
   if (!hdr_out.empty() && !open_loop) {
     Die(kProgram, "--hdr-out applies to an open-loop load only (the scenario's load is closed)", kExitUsage);
   }
-  auto check_json_path = [&json_path, &scenario, &hdr_out] {
+  auto check_json_path = [&json_path, &scenario, &hdr_out, &training] {
     CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}}, hdr_out);
     if (absl::Status s = hdr_out.empty() ? absl::OkStatus() : CheckHdrOut(hdr_out); !s.ok()) Die(kProgram, s, kExitUsage);
+    // Worker 0 writes the trace, after training.
+    if (training && !training->write_trace.empty() && scenario->worker_index == 0) {
+      if (absl::Status s = CheckOutputWritable("--write-trace", training->write_trace); !s.ok()) Die(kProgram, s, kExitUsage);
+    }
   };
   if (!job) check_json_path();
 

@@ -3,6 +3,8 @@
 // send; the achieved rate is the offered one well below saturation; a sweep on loopback finds
 // its knee; throughput totals merge the workers' histograms; the histograms are written as
 // HdrHistogram text; bad schedules exit 2 with one line.
+#include <sys/stat.h>
+
 #include <csignal>
 #include <fstream>
 #include <string>
@@ -157,6 +159,8 @@ TEST_F(OpenLoopTest, ThroughputTotalMergesTheWorkers) {
 
 TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
   TempDir tmp;
+  // Not the first name --hdr-out writes: the open of a pipe no process reads blocked at the end.
+  ASSERT_EQ(mkfifo(tmp.File("pipe.lag.hgrm").c_str(), 0600), 0);
   struct Case {
     Argv flags;
     std::vector<std::string> keywords;
@@ -179,6 +183,7 @@ TEST_F(OpenLoopTest, BadSchedulesExitTwoWithOneLine) {
       {{"--benchmark=latency", "--hdr-out=" + tmp.File("h")}, {"--hdr-out", "open-loop"}},
       {{"--benchmark=throughput", "--load=constant:10", "--outstanding=4"}, {"--outstanding", "--max-in-flight"}},
       {{"--benchmark=latency", "--load=constant:10", "--hdr-out=" + tmp.File("no/such/dir/h")}, {"--hdr-out", "cannot write"}},
+      {{"--benchmark=latency", "--load=constant:10", "--hdr-out=" + tmp.File("pipe")}, {"pipe.lag.hgrm is not a regular file"}},
       // A schedule that plans no operation in the time measured (a record of none read 0 µs).
       {{"--benchmark=latency", "--load=constant:0.5", "--duration=0.5s"}, {"--load=constant:0.5", "offers 0.25 operations"}},
       {{"--benchmark=latency", "--load=poisson:0.5", "--duration=1s"}, {"--load=poisson:0.5", "offers 0.5 operations"}},

@@ -1,6 +1,7 @@
 // The trainer through real PS processes (psbench run --trainer): synchronous data parallel
 // training must train exactly like one worker with the whole batch, the loss must fall, the
 // gradient trace must replay as a payload trace, and bad trainer flags must be refused.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,6 +117,28 @@ TEST_F(DistributedTrainingTest, AsyncTrainsAndReportsPerStepSplit) {
     EXPECT_GT(w["communication"]["mean_s"].get<double>(), 0);
     EXPECT_LT(w["loss_last"].get<double>(), w["loss_first"].get<double>());
   }
+}
+
+// A trace the trainer cannot write is refused before it trains (a million steps would take
+// hours), by psbench train and psbench run alike. A named pipe is opened when the trace is
+// written (opening it sooner would end its reader's input): no reader by then is waited for a
+// bounded time, then refused.
+TEST_F(DistributedTrainingTest, TraceItCannotWriteIsRefusedBeforeTraining) {
+  const std::string dir = TempPath("no-such-dir");
+  const std::string fifo = TempPath("trace.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const Argv train = {BinPath("psbench"), "train", "--model=tiny", "--batch=4", "--steps=1000000"};
+  RunResult r = RunCommand(Concat(train, {"--write-trace=" + dir + "/t.json"}), seconds(30));
+  ExpectOneLineFailure(r, 2, "psbench train", {"--write-trace=" + dir + "/t.json", "cannot write", "No such file"});
+  r = RunCommand({BinPath("psbench"), "train", "--model=tiny", "--batch=4", "--steps=2", "--write-trace=" + fifo}, seconds(40));
+  ExpectOneLineFailure(r, 2, "psbench train", {"--write-trace=" + fifo, "a named pipe no process reads"});
+  r = RunCommand(RunArgv({"--trainer=tiny", "--steps=1000000", "--write-trace=" + dir + "/t.json"}), seconds(30));
+  ExpectOneLineFailure(r, 2, "psbench", {"--write-trace=" + dir + "/t.json", "cannot write"});
+  // The worker refuses it too (its own host's path, on a cluster).
+  r = RunCommand(WorkerArgv("127.0.0.1:1", {"--trainer=tiny", "--steps=1000000", "--write-trace=" + dir + "/t.json"}),
+                 seconds(30));
+  ExpectOneLineFailure(r, 2, "psbench-worker", {"--write-trace=" + dir + "/t.json", "cannot write"});
+  unlink(fifo.c_str());
 }
 
 // --write-trace records the gradients as psbench_trace does from PyTorch (psbench-trace/2),

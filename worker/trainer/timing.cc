@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "fmt/format.h"
+#include "inputs/input_file.h"
 #include "worker/trainer/init.h"
 #include "worker/trainer/trace.h"
 
@@ -140,6 +141,10 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   if (options.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
   if (options.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   if (options.warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
+  if (!options.trace_path.empty()) {
+    if (options.forward_only) return absl::InvalidArgumentError("--write-trace needs the backward pass (not --forward-only)");
+    if (absl::Status s = CheckOutputWritable("--write-trace", options.trace_path); !s.ok()) return s;
+  }
   absl::StatusOr<Model> model = BuildModel(options.model);
   if (!model.ok()) return model.status();
   absl::StatusOr<Math> math = ParseMath(options.math);
@@ -274,7 +279,6 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   }
   result["layers"] = table;
   if (!options.trace_path.empty()) {
-    if (options.forward_only) return absl::InvalidArgumentError("--write-trace needs the backward pass (not --forward-only)");
     if (absl::Status s = trace.Write(options.trace_path); !s.ok()) return s;
     result["trace"] = options.trace_path;
   }

@@ -1,9 +1,14 @@
 #include "worker/trainer/trace.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "inputs/input_file.h"
 
 namespace psbench::trainer {
 
@@ -60,11 +65,14 @@ nlohmann::json GradientTrace::ToJson() const {
 }
 
 absl::Status GradientTrace::Write(const std::string& path) const {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("--write-trace=", path, ": cannot open for writing"));
-  out << ToJson().dump(1) << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("--write-trace=", path, ": write failed"));
+  const int fd = OpenOutput(path, O_CREAT | O_TRUNC);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--write-trace=", path, ": cannot write: ", OpenOutputError(path, errno)));
+  }
+  const int err = WriteAll(fd, ToJson().dump(1) + "\n");
+  if (::close(fd) != 0 || err != 0) {
+    return absl::InternalError(absl::StrCat("--write-trace=", path, ": write failed: ", std::strerror(err != 0 ? err : errno)));
+  }
   return absl::OkStatus();
 }
 
