@@ -1,5 +1,6 @@
 #include "bench/load.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -164,14 +165,18 @@ uint64_t LoadSeed(uint64_t seed, int worker_index) {
 Arrivals::Arrivals(const LoadSchedule& s, uint64_t seed)
     : schedule_(s), rng_(seed), gap_(s.open() ? s.rate / 1e9 : 1.0) {
   if (s.kind == LoadKind::kConstant) {
-    at_ns_ = std::uniform_real_distribution<double>(0, 1e9 / s.rate)(rng_);
+    // Below the period also where the draw can return its upper bound (libstdc++'s
+    // generate_canonical may).
+    const double period = 1e9 / s.rate;
+    at_ns_ = std::min(std::uniform_real_distribution<double>(0, period)(rng_), std::nextafter(period, 0.0));
   }
 }
 
 uint64_t Arrivals::Next() {
   if (schedule_.kind == LoadKind::kConstant) {
-    // From the index, not by adding up gaps: no drift over millions of operations.
-    return static_cast<uint64_t>(std::llround(at_ns_ + static_cast<double>(index_++) * 1e9 / schedule_.rate));
+    // From the index, not by adding up gaps: no drift over millions of operations. Rounded
+    // down, so that operation i stays in its own period (i / rate, (i + 1) / rate).
+    return static_cast<uint64_t>(std::floor(at_ns_ + static_cast<double>(index_++) * 1e9 / schedule_.rate));
   }
   const uint64_t at = static_cast<uint64_t>(std::llround(at_ns_));
   at_ns_ += gap_(rng_);

@@ -78,6 +78,23 @@ TEST(LoadTest, ConstantScheduleIsExactAndDoesNotDrift) {
   }
 }
 
+// Operation i of a constant schedule starts within its own period: rounded to the nearest ns,
+// an offset drawn at the period's end landed on the next period's start, and a --duration of
+// exactly one period planned no operation.
+TEST(LoadTest, ConstantOperationsStartWithinTheirOwnPeriod) {
+  for (const double rate : {1e8, 3.0, 7e6}) {
+    const double period = 1e9 / rate;
+    for (uint64_t seed = 0; seed < 2000; ++seed) {
+      Arrivals a({LoadKind::kConstant, rate}, seed);
+      for (int i = 0; i < 20; ++i) {
+        const double at = static_cast<double>(a.Next());
+        ASSERT_LT(at, (i + 1) * period) << "rate " << rate << " seed " << seed << " operation " << i;
+        ASSERT_GT(at + 1, i * period) << "rate " << rate << " seed " << seed << " operation " << i;
+      }
+    }
+  }
+}
+
 // Gaps of a Poisson schedule against the exponential distribution of mean 1 / rate: the
 // Kolmogorov-Smirnov statistic under its 1 % critical value (1.63 / sqrt(n)). Uniform gaps of
 // the same mean, or a wrong rate, fail it by far.
