@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -304,6 +305,45 @@ absl::Status CheckLoad(const json& load) {
   return absl::OkStatus();
 }
 
+// What a report prints of how a payload benchmark measured (warm-up, iterations or time,
+// window, outstanding) comes from its "config": a record without them would read as
+// "measure 0 s". Checked as the typed fields are.
+absl::Status CheckConfig(const json& j) {
+  const std::string benchmark = TextAt(j, "benchmark");
+  const json& config = Member(j, "config");
+  if (config.is_null()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'config' is missing (the settings this ", benchmark, " record was measured with)"));
+  }
+  if (!config.is_object()) return WrongType("config", "an object");
+  // A number at least `least`, required; false when absent or wrongly typed (then `status`).
+  absl::Status status;
+  auto number = [&config, &status](const char* key, double least) -> std::optional<double> {
+    const std::string name = absl::StrCat("config.", key);
+    double d = 0;
+    if (!config.contains(key)) {
+      status = absl::InvalidArgumentError(absl::StrCat("field '", name, "' is missing"));
+    } else if (absl::Status s = Parse(name, config[key], d); !s.ok()) {
+      status = s;
+    } else if (!(d >= least)) {
+      status = WrongType(name, least < 0 ? "-1 (by time) or more" : "0 or more");
+    } else {
+      return d;
+    }
+    return std::nullopt;
+  };
+  // Warm-up and measurement by count, or by time (-1 and 0 iterations).
+  const std::optional<double> warmup = number("warmup_iterations", -1);
+  if (!warmup) return status;
+  if (*warmup < 0 && !number("warmup_s", 0)) return status;
+  const std::optional<double> iterations = number("iterations", 0);
+  if (!iterations) return status;
+  if (*iterations == 0 && !number("duration_s", 0)) return status;
+  if (benchmark == "bandwidth" && !number("window", 0)) return status;
+  if (benchmark == "throughput" && !j.contains("load") && !number("outstanding", 0)) return status;
+  return absl::OkStatus();
+}
+
 // A comparison's "iterations" is one count per transport, not a count: kept as written.
 bool KeptAsWritten(const json& j, const char* field) {
   return TextAt(j, "kind") == "comparison" && std::string_view(field) == "iterations";
@@ -325,6 +365,9 @@ absl::StatusOr<Record> RecordFromJson(const json& j) {
   // A comparison's "load" names the schedule only (docs/records.md): no figures to check.
   if (auto it = rest.find("load"); it != rest.end() && !it->is_null() && TextAt(j, "kind") != "comparison") {
     if (absl::Status s = CheckLoad(*it); !s.ok()) return s;
+  }
+  if (!r.kind && r.benchmark && FindBenchmarkKind(*r.benchmark) != nullptr) {
+    if (absl::Status s = CheckConfig(j); !s.ok()) return s;
   }
   r.extra = std::move(rest);
   return r;

@@ -179,7 +179,8 @@ class ReportInputTest : public IntegrationTest {
 
 const std::string kLatencyRecord =
     R"({"benchmark":"latency","transport":"grpc","mode":"serialized","scheme":"sweep","payload_bytes":1,)"
-    R"("iterations":200,"latency_us":{"p50":10.0,"p99":20.0,"mean":11.0}})"
+    R"("iterations":200,"config":{"warmup_iterations":20,"iterations":200},)"
+    R"("latency_us":{"p50":10.0,"p99":20.0,"mean":11.0}})"
     "\n";
 
 // No output may replace an input; --csv writes a row per record.
@@ -215,6 +216,9 @@ TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   std::string load = tmp_.Write("load.jsonl", kLatencyRecord.substr(0, kLatencyRecord.size() - 2) +
                                                   R"(,"load":{"offered_per_s":10,"achieved_per_s":"ten","corrected_us":{"p50":1,"p99":2}}})" "\n");
   Expect({load}, 2, load + ":1: not a psbench record: field 'load.achieved_per_s' is not a number");
+  // How it was measured is printed from its config ("measure 0 s" without one).
+  std::string no_config = tmp_.Write("no_config.jsonl", std::regex_replace(kLatencyRecord, std::regex(R"("config":\{[^}]*\},)"), ""));
+  Expect({no_config}, 2, no_config + ":1: not a psbench record: field 'config' is missing (the settings this latency record");
   std::string good = tmp_.Write("good.jsonl", kLatencyRecord);
   Expect({}, 2, "give one or more JSON Lines files");
   Expect({good, "--compare=a"}, 2, "--compare=a: give two different series");

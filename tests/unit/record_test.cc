@@ -26,6 +26,7 @@ json Latency(const std::string& mode, double p50, double p99, double mean, int i
           {"payload_summary", "1x1KiB"},
           {"iterations", iterations},
           {"scope", "worker"},
+          {"config", {{"warmup_iterations", 5}, {"iterations", iterations}}},
           {"latency_us", {{"p50", p50}, {"p99", p99}, {"mean", mean}}}};
 }
 
@@ -89,6 +90,20 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
   EXPECT_EQ(error(with("corrected_us", {{"p50", 5.0}})), "field 'load.corrected_us.p99' is missing");
   EXPECT_EQ(error(with("corrected_us", {{"p50", 5.0}, {"p99", "9"}})), "field 'load.corrected_us.p99' is not a number");
   EXPECT_EQ(error(with("lag_us", {{"p99", true}})), "field 'load.lag_us.p99' is not a number");
+  // A payload benchmark's config says how it measured: what a report prints of it is checked.
+  auto config = [](const char* benchmark, json c) { return json{{"benchmark", benchmark}, {"config", c}}; };
+  EXPECT_EQ(error({{"benchmark", "latency"}}), "field 'config' is missing (the settings this latency record was measured with)");
+  EXPECT_EQ(error(config("latency", "fast")), "field 'config' is not an object");
+  EXPECT_EQ(error(config("latency", {{"iterations", 100}})), "field 'config.warmup_iterations' is missing");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", -1}, {"iterations", 100}})), "field 'config.warmup_s' is missing");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", -2}, {"iterations", 100}})),
+            "field 'config.warmup_iterations' is not -1 (by time) or more");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", 0}, {"iterations", 0}})), "field 'config.duration_s' is missing");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", 0}, {"iterations", "100"}})), "field 'config.iterations' is not a number");
+  EXPECT_EQ(error(config("bandwidth", {{"warmup_iterations", 0}, {"iterations", 10}})), "field 'config.window' is missing");
+  EXPECT_EQ(error(config("throughput", {{"warmup_iterations", 0}, {"iterations", 10}})), "field 'config.outstanding' is missing");
+  EXPECT_TRUE(RecordFromJson(config("latency", {{"warmup_iterations", -1}, {"warmup_s", 1}, {"iterations", 0}, {"duration_s", 2}})).ok());
+  EXPECT_TRUE(RecordFromJson({{"kind", "updates"}, {"benchmark", "updates"}}).ok()) << "not a payload benchmark";
 }
 
 TEST(RecordTest, KindsAndSeries) {
@@ -117,7 +132,9 @@ TEST(RecordTest, KindsAndSeries) {
   EXPECT_FALSE(updates.IsPayloadBenchmark());
   EXPECT_EQ(Read({{"benchmark", "warp"}}).Kind(), "") << "not a benchmark psbench has";
   EXPECT_EQ(Record{}.Series(), "local");
-  Record total = Read({{"benchmark", "throughput"}, {"scope", "worker"}});
+  Record total = Read({{"benchmark", "throughput"},
+                       {"scope", "worker"},
+                       {"config", {{"warmup_iterations", 5}, {"iterations", 100}, {"outstanding", 8}}}});
   EXPECT_FALSE(IsHeadline(total)) << "a throughput run's headline is its total";
   total.scope = "total";
   EXPECT_TRUE(IsHeadline(total));

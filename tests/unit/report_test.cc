@@ -32,7 +32,7 @@ json Base(const std::string& bench, const std::string& transport, const std::str
           {"scope", "worker"},
           {"seed", 7},
           {"validate", false},
-          {"config", {{"warmup_iterations", 20}, {"iterations", 200}, {"window", 16}, {"run_id", "r1"}}},
+          {"config", {{"warmup_iterations", 20}, {"iterations", 200}, {"window", 16}, {"outstanding", 8}, {"run_id", "r1"}}},
           {"environment",
            {{"host", "node1"},
             {"kernel", "Linux 6.1"},
@@ -406,14 +406,17 @@ TEST(ReportRenderTest, HtmlHasEveryPlotAndEscapes) {
 TEST(ReportCsvTest, FlatColumnsOneRowPerRecord) {
   std::vector<Input> records = {
       {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"latency","cpu":{"ps":10.5,"worker":20},"buffers":[1,2,3],)"
+                                             R"("config":{"warmup_iterations":0,"iterations":10},)"
                                              R"("label":"a,\"b\"","per_worker":[{"rpc_per_s":5}]})")),
        "r.jsonl:1"},
-      {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"bandwidth","mb_per_s":100,"validate":true,"extra":null})")),
+      {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"bandwidth","mb_per_s":100,"validate":true,"extra":null,)"
+                                             R"("config":{"warmup_iterations":0,"iterations":10,"window":4}})")),
        "r.jsonl:2"}};
   EXPECT_EQ(RenderCsv(records),
-            "source,benchmark,buffers,cpu.ps,cpu.worker,label,per_worker.0.rpc_per_s,extra,mb_per_s,validate\r\n"
-            "r.jsonl:1,latency,1 2 3,10.5,20,\"a,\"\"b\"\"\",5,,,\r\n"
-            "r.jsonl:2,bandwidth,,,,,,,100.0,true\r\n");
+            "source,benchmark,buffers,config.iterations,config.warmup_iterations,cpu.ps,cpu.worker,label,"
+            "per_worker.0.rpc_per_s,config.window,extra,mb_per_s,validate\r\n"
+            "r.jsonl:1,latency,1 2 3,10,0,10.5,20,\"a,\"\"b\"\"\",5,,,,\r\n"
+            "r.jsonl:2,bandwidth,,10,0,,,,,4,,100.0,true\r\n");
 }
 
 TEST(ReportInputTest, RefusesWhatItCannotTabulate) {
