@@ -214,9 +214,13 @@ int Main(int argc, char** argv) {
   auto check_json_path = [&json_path, &scenario, &hdr_out, &training] {
     CheckOutputsOrDie(kProgram, json_path, {{"--trace", scenario->payload.trace_path}}, hdr_out);
     if (absl::Status s = hdr_out.empty() ? absl::OkStatus() : CheckHdrOut(hdr_out); !s.ok()) Die(kProgram, s, kExitUsage);
-    // Worker 0 writes the trace, after training.
+    // Worker 0 writes the trace, after training; the progress file is written as the run goes,
+    // where a failed write would go unsaid.
     if (training && !training->write_trace.empty() && scenario->worker_index == 0) {
       if (absl::Status s = CheckOutputWritable("--write-trace", training->write_trace); !s.ok()) Die(kProgram, s, kExitUsage);
+    }
+    if (const std::string progress = absl::GetFlag(FLAGS_progress_file); !progress.empty() && progress != "-") {
+      if (absl::Status s = CheckOutputWritable("--progress-file", progress); !s.ok()) Die(kProgram, s, kExitUsage);
     }
   };
   if (!job) check_json_path();

@@ -306,6 +306,8 @@ const std::vector<BadInput> kWorkerCases = {
     {"WorkerIndexOutOfRange", Tool::kWorker, {"--num-workers=2", "--worker-index=2"},
      {"--worker-index"}},
     {"UnreadableScenario", Tool::kWorker, {"--scenario=$DIR/missing.json"}, {"--scenario"}},
+    // Written as the run goes, where a failed write went unsaid.
+    {"ProgressFileInNoDirectory", Tool::kWorker, {"--progress-file=$DIR/no/such/p"}, {"--progress-file=", "cannot write"}},
     {"PositionalArgument", Tool::kWorker, {"extra"}, {"unexpected argument 'extra'"}},
 };
 
