@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
 #include "bench/figures.h"
+#include "bench/json_text.h"
 #include "bench/load_report.h"
 #include "bench/open_loop.h"
 #include "bench/sysinfo.h"
@@ -209,7 +210,7 @@ void CheckOutputsOrDie(absl::string_view program, const std::string& path,
 
 absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>& records) {
   if (path == "-") {  // remote launchers gather records from each process's stdout
-    for (const Record& r : records) std::fputs((RecordToJson(r).dump() + '\n').c_str(), stdout);
+    for (const Record& r : records) std::fputs((DumpJson(RecordToJson(r)) + '\n').c_str(), stdout);
     if (std::fflush(stdout) != 0) return absl::InternalError("--json=-: write to stdout failed");
     return absl::OkStatus();
   }
@@ -230,7 +231,7 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   if (fd < 0) return failed("cannot open for writing", errno);
   auto close_fd = [held, fd] { return held ? 0 : ::close(fd); };
   std::string text;
-  for (const Record& r : records) text += RecordToJson(r).dump() + '\n';
+  for (const Record& r : records) text += DumpJson(RecordToJson(r)) + '\n';
   // One write per record set.
   if (int err = WriteAll(fd, text); err != 0) {
     close_fd();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/json_text.h"
 #include "bench/memory_limit.h"
 #include "bench/sysinfo.h"
 #include "inputs/address.h"
@@ -208,6 +209,13 @@ absl::Status CheckPayloadsFitMessages(const std::vector<PayloadPlan>& plans, uin
 }
 
 absl::Status ValidateScenario(const Scenario& s) {
+  // Records and the scenario each worker is given are JSON, which holds UTF-8 text only: a
+  // path of other bytes would be recorded, and opened, as another.
+  if (!IsUtf8(s.payload.trace_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--trace=", s.payload.trace_path,
+                                                   ": the path is not UTF-8 text, which psbench's JSON records and "
+                                                   "scenarios hold; give the file a UTF-8 name (or a link to it)"));
+  }
   if (!s.sweep) {
     if (absl::Status st = ValidateSpec(s.payload); !st.ok()) return st;
   } else if (absl::Status st = CheckSweep(s.sweep->first, s.sweep->second); !st.ok()) {

@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/json_text.h"
 #include "bench/sysinfo.h"
 #include "transports/limit_flags.h"
 #include "transports/tls_flags.h"
@@ -56,8 +57,9 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
     return absl::InvalidArgumentError("--timeout must not be negative (0 = derived from the scenario)");
   }
   // A label heads report columns and table lines: a newline or escape would break them.
-  if (std::any_of(o.label.begin(), o.label.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
-    return absl::InvalidArgumentError("--label must be text without control characters (a newline, a tab, an escape)");
+  if (std::any_of(o.label.begin(), o.label.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }) ||
+      !IsUtf8(o.label)) {
+    return absl::InvalidArgumentError("--label must be UTF-8 text without control characters (a newline, a tab, an escape)");
   }
   if (o.num_ps < 1 || o.num_ps > 64) return absl::InvalidArgumentError("--num-ps must be in [1, 64]");
   if (o.num_workers < 1 || o.num_workers > 256) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
+#include "bench/json_text.h"
 #include "bench/run_status.h"
 #include "bench/sysinfo.h"
 #include "cli/launch/launch.h"
@@ -378,7 +379,7 @@ std::vector<std::string> WorkerCommandLine(const LaunchOptions& o, const Scenari
   std::vector<std::string> argv = {
       o.bin_dir + "/psbench-worker",
       // base64url: one word that ssh, srun's --multi-prog and mpirun all pass as it is.
-      "--scenario-base64=" + absl::WebSafeBase64Escape(ScenarioToJson(s).dump()),
+      "--scenario-base64=" + absl::WebSafeBase64Escape(DumpJson(ScenarioToJson(s))),
       absl::StrCat("--worker-index=", w), "--json=-", "--quiet", "--fatal-line"};
   if (auto f = RunStatus::Get().WorkerFlag(); !f.empty()) argv.push_back(f);
   for (const auto& a : o.worker_args) argv.push_back(a);

@@ -176,6 +176,8 @@ TEST_P(BadInputTest, ExitsTwoWithOneLineNamingTheProblem) {
 // Cases that mean the same for psbench-worker and psbench run (the scenario flags).
 const std::vector<BadInput> kScenarioCases = {
     {"UnknownScheme", {}, {"--scheme=zipf"}, {"--scheme=zipf", "unknown scheme"}},
+    // JSON holds UTF-8 only: the records and each worker's scenario would name another file.
+    {"TracePathNotUtf8", {}, {"--scheme=trace", "--trace=$DIR/t\xff.json"}, {"--trace=", "is not UTF-8 text"}},
     {"UnknownFlag", {}, {"--no-such-flag=1"}, {"unknown flag", "--no-such-flag"}},
     {"FlagWithoutValue", {}, {"--iterations"}, {"--iterations", "needs a value"}},
     {"UnknownBenchmark", {}, {"--benchmark=echo"}, {"--benchmark=echo"}},
@@ -323,6 +325,7 @@ const std::vector<BadInput> kRunCases = {
      {"the trace has 1 tensor for 2 PS", "each PS needs at least one"}},
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
     {"LabelWithANewline", Tool::kRun, {"--label=ipoib\nrdma"}, {"--label", "control characters"}},
+    {"LabelNotUtf8", Tool::kRun, {"--label=ipoib\xff"}, {"--label", "UTF-8 text"}},
     {"PsThreadsOnCallbackApi", Tool::kRun, {"--grpc-api=callback", "--ps-threads=2"},
      {"--ps-threads", "--grpc-api=cq only"}},
     {"PsThreadsOnVerbs", Tool::kRun, {"--transport=grpc+verbs", "--ps-threads=2"},

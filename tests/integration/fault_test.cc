@@ -383,6 +383,21 @@ TEST_F(FaultTest, JsonToANamedPipe) {
   EXPECT_NE(lines[1].find("\"payload_bytes\":128"), std::string::npos) << lines[1];
 }
 
+// A --json path of bytes that are not UTF-8 (a legal Linux name): the records, whose command
+// line holds it, were lost to an exception at the end of the run (exit 134). The byte is
+// recorded as U+FFFD.
+TEST_F(FaultTest, JsonPathThatIsNotUtf8KeepsItsRecords) {
+  TempDir tmp;
+  const std::string json = tmp.File("r\xff.jsonl");
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=64:128", "--warmup-iterations=2", "--iterations=20",
+                                    "--json=" + json}),
+                           seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_NE(records[0]["command"].dump().find("r\xef\xbf\xbd.jsonl"), std::string::npos) << records[0]["command"].dump();
+}
+
 // A read-only disk: a tmpfs mounted read-only in a private mount namespace (as root, a chmod
 // would not stop the write). Found before measuring: exit 1 (the disk, not the flag, is wrong),
 // at once.
