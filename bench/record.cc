@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -344,6 +345,24 @@ absl::Status CheckConfig(const json& j) {
   return absl::OkStatus();
 }
 
+constexpr size_t kMaxRecordDepth = 64;
+
+// How deeply `j` nests (a number or string: 0), without recursion: a line of 100,000 '['
+// parses (the parser keeps a stack of its own), and a recursive copy of it overflows this one.
+size_t Depth(const json& j) {
+  size_t deepest = 0;
+  std::vector<std::pair<const json*, size_t>> todo = {{&j, 0}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    deepest = std::max(deepest, depth);
+    if (v->is_structured()) {
+      for (const json& child : *v) todo.emplace_back(&child, depth + 1);
+    }
+  }
+  return deepest;
+}
+
 // A comparison's "iterations" is one count per transport, not a count: kept as written.
 bool KeptAsWritten(const json& j, const char* field) {
   return TextAt(j, "kind") == "comparison" && std::string_view(field) == "iterations";
@@ -353,6 +372,10 @@ bool KeptAsWritten(const json& j, const char* field) {
 
 absl::StatusOr<Record> RecordFromJson(const json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  // psbench's own records nest a few levels (load.histograms.corrected, ...).
+  if (Depth(j) > kMaxRecordDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("nested over ", kMaxRecordDepth, " levels deep"));
+  }
   Record r;
   json rest = j;
   for (const FieldIo& f : Fields()) {

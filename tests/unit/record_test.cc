@@ -106,6 +106,17 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
   EXPECT_TRUE(RecordFromJson({{"kind", "updates"}, {"benchmark", "updates"}}).ok()) << "not a payload benchmark";
 }
 
+// A line nested 100,000 deep parses, and a recursive copy of it overflowed the stack
+// (psbench report: SIGSEGV).
+TEST(RecordTest, NestingBeyondAnyRecordIsRefused) {
+  const size_t n = 100000;
+  const json deep = json::parse("{\"x\":" + std::string(n, '[') + std::string(n, ']') + "}");
+  EXPECT_EQ(RecordFromJson(deep).status().message(), "nested over 64 levels deep");
+  json load = {{"offered_per_s", 1}, {"achieved_per_s", 1}, {"corrected_us", {{"p50", 1}, {"p99", 1}}},
+               {"histograms", {{"corrected", {{"counts", {{1, 2}, {3, 4}}}}}}}};
+  EXPECT_TRUE(RecordFromJson({{"load", load}}).ok()) << "a record's own nesting";
+}
+
 TEST(RecordTest, KindsAndSeries) {
   Record r = Read(Latency("serialized", 1, 1, 1));
   EXPECT_EQ(r.Kind(), "latency");
