@@ -191,9 +191,9 @@ int RunUpdates(Session& session, Scenario s) {
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   if (absl::Status st = CheckReplay(*settings, plans->front()); !st.ok()) Die(kProgram, st, kExitUsage);
   const size_t tensors = settings->timed ? TimedModelOf(*plans->front().timing).tensor_bytes.size()
-                                         : plans->front().Sizes(0).size();
+                                         : plans->front().AllSizes().size();
   if (tensors < static_cast<size_t>(o.num_ps)) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payload's buffers) for ",
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payloads' buffers) for ",
                                o.num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
         kExitUsage);
   }

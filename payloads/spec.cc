@@ -323,6 +323,14 @@ std::vector<uint64_t> PayloadPlan::Sizes(size_t payload) const {
   return sizes;
 }
 
+std::vector<uint64_t> PayloadPlan::AllSizes() const {
+  std::vector<uint64_t> sizes;
+  for (const auto& p : payloads) {
+    for (const BufferPlan& b : p) sizes.push_back(b.bytes);
+  }
+  return sizes;
+}
+
 uint64_t PayloadPlan::Bytes(size_t payload) const {
   uint64_t total = 0;
   for (const BufferPlan& b : payloads.at(payload)) total += b.bytes;

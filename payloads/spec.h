@@ -90,6 +90,7 @@ struct PayloadPlan {
   std::shared_ptr<const TraceTiming> timing;  // psbench-trace/2 only
 
   std::vector<uint64_t> Sizes(size_t payload) const;
+  std::vector<uint64_t> AllSizes() const;  // every payload's, in order
   uint64_t Bytes(size_t payload) const;
   uint64_t TotalBytes() const;    // over all payloads
   size_t TotalBuffers() const;

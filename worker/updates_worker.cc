@@ -99,17 +99,18 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   const PayloadPlan& plan = plans->front();
   if (absl::Status s = CheckReplay(settings, plan); !s.ok()) Die(kProgram, s, kExitUsage);
-  // The model: the first payload's buffers, each a float32 tensor (sizes rounded up); timed,
-  // the trace's tensors that have a gradient, in model order, with its buckets.
+  // The model: every payload's buffers (a trace's groups together), each a float32 tensor
+  // (sizes rounded up); timed, the trace's tensors that have a gradient, in model order, with
+  // its buckets.
   TimedModel timed_model;
   if (settings.timed) timed_model = TimedModelOf(*plan.timing);
   std::vector<uint64_t> elements;
-  for (uint64_t bytes : settings.timed ? timed_model.tensor_bytes : plan.Sizes(0)) {
+  for (uint64_t bytes : settings.timed ? timed_model.tensor_bytes : plan.AllSizes()) {
     elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
   }
   const size_t num_ps = client.num_servers();
   if (elements.size() < num_ps) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payload's buffers) for ",
+    Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payloads' buffers) for ",
                                num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
         kExitUsage);
   }
@@ -319,7 +320,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.seed = seed;
   record.scheme = std::string(SchemeName(scenario.payload.scheme));
   // The model's tensors as sent: timed, the trace's in model order.
-  std::vector<uint64_t> buffers = plan.Sizes(0);
+  std::vector<uint64_t> buffers = plan.AllSizes();
   if (settings.timed) {
     buffers.clear();
     for (size_t t : timed_model.trace_tensor) buffers.push_back(plan.timing->tensors[t].bytes);
@@ -327,7 +328,7 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   record.extra["buffers"] = buffers;
   record.extra["tensor_bytes"] = tensor_bytes;
   record.payload_summary = plan.Summary();
-  record.payload_bytes = static_cast<double>(plan.Bytes(0));
+  record.payload_bytes = static_cast<double>(plan.TotalBytes());
   record.ps = static_cast<int64_t>(num_ps);
   record.workers = scenario.num_workers;
   record.worker_index = scenario.worker_index;

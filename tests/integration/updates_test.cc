@@ -112,6 +112,24 @@ TEST_F(UpdatesRunTest, PsbenchRunChecksEveryWorker) {
   }
 }
 
+// A trace of several groups is one model: every group's tensors (the first group alone was
+// the model, and the record's summary named tensors never sent).
+TEST_F(UpdatesRunTest, ATraceOfSeveralGroupsIsOneModel) {
+  TempDir tmp;
+  const std::string trace = tmp.Write("groups.json", "[[4], [4000000, 12]]");
+  RunResult r = RunCommand(RunArgv({"--benchmark=updates", "--num-ps=2", "--steps=3", "--scheme=trace",
+                                    "--trace=" + trace, "--json=" + tmp.File("r.jsonl")}),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.out.find("(3 tensors)"), std::string::npos) << r.out;
+  std::vector<Json> records = ReadJsonLines(tmp.File("r.jsonl"));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["result"], "exact") << records[0].dump();
+  EXPECT_EQ(records[0]["buffers"], Json::parse("[4, 4000000, 12]"));
+  EXPECT_EQ(records[0]["elements_checked"], 1 + 1000000 + 3);
+  EXPECT_EQ(records[0]["payload_bytes"], 4000016);
+}
+
 TEST_F(UpdatesRunTest, ACorruptedUpdateIsCaughtAndNamed) {
   // The PS flips a byte of every 5th request it receives: some parameter goes wrong.
   auto ps = PsServer::Start({"--fault-corrupt-every=5"});
