@@ -130,6 +130,13 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
   const std::string& json_path = session.json_path;
   const int repetitions = session.options.repetitions;
   const int total = static_cast<int>(runs.size()) * repetitions;
+  // The records cannot be saved (a full disk): the run stops, and the histograms of what was
+  // measured are still written.
+  auto saving_failed = [&open_loop](const absl::Status& st) {
+    fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
+    WriteHdrOrWarn(HdrOutFlag(), open_loop);
+    return kExitRuntime;
+  };
   for (size_t r = 0; r < runs.size(); ++r) {
     const auto& [s, plans] = runs[r];
     std::vector<Record> lasts;  // each repetition's last record
@@ -169,10 +176,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
         if (IsHeadline(rec)) repeated[0].push_back(rec);
       }
       if (!json_path.empty()) {
-        if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) {
-          fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
-          return kExitRuntime;
-        }
+        if (absl::Status st = AppendJsonLines(json_path, *results); !st.ok()) return saving_failed(st);
       }
       lasts.push_back(results->back());
     }
@@ -187,10 +191,7 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     std::fflush(stdout);
     std::vector<Record> floors = PrintReadingAid(session.options, session.name == "run", headlines);
     if (!json_path.empty() && !floors.empty()) {
-      if (absl::Status st = AppendJsonLines(json_path, floors); !st.ok()) {
-        fmt::print(stderr, "{}: {}\n", kProgram, std::string(st.message()));
-        return kExitRuntime;
-      }
+      if (absl::Status st = AppendJsonLines(json_path, floors); !st.ok()) return saving_failed(st);
     }
     if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
   }

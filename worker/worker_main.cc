@@ -335,7 +335,17 @@ int Main(int argc, char** argv) {
   ProgressReporter progress(*scenario, plans->size() * loads.size(),
                             scenario->benchmark == Benchmark::kThroughput ? (*client)->num_servers() : 1,
                             absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
-  std::vector<Record> records;
+  std::vector<Record> records;  // for --hdr-out
+  auto write_hdr = [&hdr_out, &records, &json_path] {
+    if (hdr_out.empty()) return;
+    auto written = WriteHdrFiles(hdr_out, records);
+    if (!written.ok()) Die(kProgram, written.status(), kExitRuntime);
+    if (!absl::GetFlag(FLAGS_quiet)) {
+      for (const std::string& line : *written) {
+        std::fprintf(json_path == "-" ? stderr : stdout, "# wrote %s\n", line.c_str());
+      }
+    }
+  };
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
     auto set = RegisterPayloads(*scenario, **client, plan, &payloads);
@@ -381,8 +391,10 @@ int Main(int argc, char** argv) {
                      static_cast<unsigned long long>(lost));
       }
       if (!absl::GetFlag(FLAGS_quiet)) table.Print(record);
+      if (!hdr_out.empty()) records.push_back(record);
       if (!json_path.empty()) {
         if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {
+          write_hdr();  // what was measured, where the records could not go
           Die(kProgram, s, kExitRuntime);
         }
       }
@@ -392,22 +404,13 @@ int Main(int argc, char** argv) {
         progress.Stop();
         Die(kProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);
       }
-      if (!hdr_out.empty()) records.push_back(std::move(record));
     }
     // Nothing is in flight after a measurement: free this plan's payloads (a sweep to 1 GiB
     // would otherwise hold every size at once).
     for (int id : set->all_ids()) (*client)->Unregister(id);
     payloads.clear();
   }
-  if (!hdr_out.empty()) {
-    auto written = WriteHdrFiles(hdr_out, records);
-    if (!written.ok()) Die(kProgram, written.status(), kExitRuntime);
-    if (!absl::GetFlag(FLAGS_quiet)) {
-      for (const std::string& line : *written) {
-        std::fprintf(json_path == "-" ? stderr : stdout, "# wrote %s\n", line.c_str());
-      }
-    }
-  }
+  write_hdr();
   return 0;
 }
 

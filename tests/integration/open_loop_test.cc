@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -139,6 +140,25 @@ TEST_F(OpenLoopTest, SweepFindsTheKneeAndWritesHistograms) {
 
 // Throughput, 2 workers x 2 PS, Poisson: each worker's schedule is its own (seeded apart);
 // the total adds their operations and merges their histograms.
+// Records that cannot be saved (a full disk) stop the run, exit 1; the histograms of what was
+// measured are still written (they were not, by psbench run or the worker).
+TEST_F(OpenLoopTest, HistogramsAreWrittenWhenTheRecordsCannotBe) {
+  TempDir tmp;
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  const Argv flags = {"--benchmark=latency", "--sizes=1K:1K", "--warmup=0s", "--duration=0.2s", "--load=poisson:500",
+                      "--json=/dev/full"};
+  for (const auto& [who, argv] : {std::pair{"run", RunArgv(Concat(flags, {"--hdr-out=" + tmp.File("run")}))},
+                                  {"worker", WorkerArgv(ps->address(), Concat(flags, {"--hdr-out=" + tmp.File("worker")}))}}) {
+    RunResult r = RunCommand(argv, seconds(60));
+    EXPECT_EQ(r.exit_code, 1) << r.Describe();
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.Describe();
+    for (const char* which : {"corrected", "uncorrected", "lag"}) {
+      EXPECT_TRUE(std::filesystem::exists(tmp.File(std::string(who) + "." + which + ".hgrm"))) << who << " " << which;
+    }
+  }
+}
+
 TEST_F(OpenLoopTest, ThroughputTotalMergesTheWorkers) {
   TempDir tmp;
   const std::string json = tmp.File("r.jsonl");
