@@ -59,7 +59,7 @@ std::vector<std::string> ThroughputRow(const Record& r) {
             std::to_string(r.iterations.value_or(0)),
             Fixed(r.rpc_per_s, 1),
             Fixed(r.mb_per_s, 2),
-            Fixed(r.worst_worker_p99_us.value_or(0), 2),
+            Fixed(r.worst_worker_p99_us, 2),
             "",
             ps.empty() ? std::string("-") : CpuText(sum / ps.size())};
   }

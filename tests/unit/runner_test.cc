@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/figures.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/scenario.h"
@@ -128,6 +129,13 @@ TEST_F(RunnerTest, ThroughputCountsPerPsAndAggregates) {
   // Over the workers' wall-clock window (start_unix_s to end_unix_s), which differs from the
   // worker's own steady-clock seconds by microseconds.
   EXPECT_NEAR(total["rpc_per_s"].get<double>(), r["rpc_per_s"].get<double>(), 1e-3 * r["rpc_per_s"].get<double>());
+  // 60 operations: a p99 from them is their maximum, which the total's table row showed.
+  EXPECT_FALSE(total.contains("worst_worker_p99_us")) << total.dump();
+  EXPECT_EQ(FindBenchmarkKind("throughput")->row(*RecordFromJson(total))[5], "-");
+  nlohmann::json longer = r;
+  longer["iterations"] = 100;
+  total = RecordToJson(AggregateThroughput({*RecordFromJson(longer)}));
+  EXPECT_EQ(total["worst_worker_p99_us"], r["rpc_latency_us"]["p99"]);
 }
 
 // By time: the measured time covers at least the duration, and bytes still equal operations
