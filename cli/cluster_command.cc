@@ -134,7 +134,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   const std::string command = positional.at(0);
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
   RefuseOtherLaunchersFlags(command);
-  auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc));
+  auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc), /*one_machine=*/false);
   if (!options.ok()) Die(kProgram, options.status(), kExitUsage);
   auto scenario = ScenarioFromFlags();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);

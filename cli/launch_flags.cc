@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, label, "",
 
 namespace psbench {
 
-absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::string>& command) {
+absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::string>& command, bool one_machine) {
   LaunchOptions o;
   o.num_ps = absl::GetFlag(FLAGS_num_ps);
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
@@ -76,7 +76,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
       return absl::InvalidArgumentError(absl::StrCat(flag, "=", list, " is not a CPU list"));
     }
   }
-  auto tls = TlsOptionsFromFlags(TlsSide::kLauncher);
+  auto tls = TlsOptionsFromFlags(one_machine ? TlsSide::kLocalLauncher : TlsSide::kLauncher);
   if (!tls.ok()) return tls.status();
   ServerOptions limits;
   if (absl::Status s = LimitsFromFlags(&limits); !s.ok()) return s;

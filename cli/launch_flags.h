@@ -15,8 +15,9 @@ inline constexpr char kLaunchFlagsFile[] = "/cli/launch_flags.cc";
 
 // The flags' values, checked: ranges, CPU lists, --tls-* and the PS limits. `command` is
 // the psbench command line. num_workers is --num-workers as given (its default when not
-// set; a cluster command fills it from its slots).
-absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::string>& command);
+// set; a cluster command fills it from its slots). `one_machine`: psbench run, whose PS and
+// workers share this machine (the TLS certificate then names 127.0.0.1).
+absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::string>& command, bool one_machine);
 
 std::string JsonFlag();           // --json: where the records are appended ("" = nowhere)
 std::string TransportsFlag();     // --transports, as given

@@ -83,7 +83,7 @@ int RunRunCommand(int argc, char** argv, const std::string& bin_dir) {
                                      {kLaunchFlagsFile, "/bench/scenario_flags.cc", kTransportFlagsFile, kRdmaFlagsFile,
                                       kTrainerFlagsFile, kTlsFlagsFile, kLimitFlagsFile});
   if (positional.size() > 1) Die(kProgram, "unexpected argument '" + positional[1] + "'", kExitUsage);
-  auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc));
+  auto options = LaunchOptionsFromFlags(std::vector<std::string>(argv, argv + argc), /*one_machine=*/true);
   if (!options.ok()) Die(kProgram, options.status(), kExitUsage);
   CheckCpusExist(*options);
   auto base = ScenarioFromFlags();

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <filesystem>
 #include <memory>
@@ -75,6 +76,35 @@ absl::StatusOr<X509Ptr> FirstCertificate(const std::string& flag, const std::str
   return cert;
 }
 
+// Whether `leaf` (the first certificate of o.cert_pem, the others its chain) verifies against
+// the CA certificates of o.ca_pem, as the PS and the workers check each other's.
+absl::Status VerifyAgainstCa(const TlsOptions& o, X509* leaf) {
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), &X509_STORE_free);
+  Bio cas = MemBio(o.ca_pem);
+  while (X509* ca = PEM_read_bio_X509(cas.get(), nullptr, nullptr, nullptr)) {
+    X509_STORE_add_cert(store.get(), ca);
+    X509_free(ca);
+  }
+  auto free_chain = [](STACK_OF(X509)* s) { sk_X509_pop_free(s, X509_free); };
+  std::unique_ptr<STACK_OF(X509), decltype(free_chain)> chain(sk_X509_new_null(), free_chain);
+  Bio certs = MemBio(o.cert_pem);
+  X509_free(PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr));  // the leaf, held by the caller
+  while (X509* c = PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr)) sk_X509_push(chain.get(), c);
+  ERR_clear_error();
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), &X509_STORE_CTX_free);
+  if (!store || !chain || !ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf, chain.get()) != 1) {
+    ERR_clear_error();
+    return absl::InternalError("OpenSSL could not set up a certificate check");
+  }
+  const bool ok = X509_verify_cert(ctx.get()) == 1;
+  const int err = X509_STORE_CTX_get_error(ctx.get());
+  ERR_clear_error();
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tls-cert=", o.cert_file, " does not verify against --tls-ca=", o.ca_file, " (",
+      X509_verify_cert_error_string(err), "): the PS and the workers each check this certificate against it"));
+}
+
 }  // namespace
 
 absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
@@ -93,13 +123,19 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
         "--tls-ca on psbench-ps verifies the workers' certificates; the PS needs its own "
         "--tls-cert and --tls-key for TLS");
   }
-  if (side == TlsSide::kLauncher && o.cert_file.empty() && !o.ca_file.empty()) {
+  const bool launcher = side == TlsSide::kLauncher || side == TlsSide::kLocalLauncher;
+  if (launcher && o.cert_file.empty() && !o.ca_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls-ca needs --tls-cert and --tls-key: psbench run gives them to every PS it starts");
   }
   if (side == TlsSide::kServer && !o.server_name.empty()) {
     return absl::InvalidArgumentError("--tls-server-name is a worker's flag (the name it expects "
                                       "in the PS certificate)");
+  }
+  if (side == TlsSide::kLocalLauncher && !o.cert_file.empty() && o.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert needs --tls-ca under psbench run: the workers verify the PS's certificate (this one) "
+        "against it; give the CA that signed it (a self-signed certificate is its own)");
   }
   if (!o.server_name.empty() && o.cert_file.empty() && o.ca_file.empty()) {
     return absl::InvalidArgumentError("--tls-server-name needs TLS: give --tls-ca");
@@ -130,6 +166,24 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
       ERR_clear_error();
       return absl::InvalidArgumentError(absl::StrCat("--tls-key=", o.key_file,
                                                      " is not the key of --tls-cert=", o.cert_file));
+    }
+    // What each handshake would find, said before anything starts (else every worker fails
+    // after --connect-timeout).
+    if (launcher && !o.ca_file.empty()) {
+      if (absl::Status s = VerifyAgainstCa(o, cert->get()); !s.ok()) return s;
+    }
+    if (side == TlsSide::kLocalLauncher) {
+      const std::string& name = o.server_name.empty() ? std::string("127.0.0.1") : o.server_name;
+      const bool named = X509_check_ip_asc(cert->get(), name.c_str(), 0) == 1 ||
+                         X509_check_host(cert->get(), name.data(), name.size(), 0, nullptr) == 1;
+      ERR_clear_error();
+      if (!named) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--tls-cert=", o.cert_file, " does not name ", name,
+            o.server_name.empty() ? ", the address psbench run's workers dial: issue it for IP 127.0.0.1 or give "
+                                    "--tls-server-name=NAME it names"
+                                  : " (--tls-server-name)"));
+      }
     }
   }
   return o;

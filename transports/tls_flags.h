@@ -18,8 +18,10 @@ inline constexpr char kTlsFlagsFile[] = "/transports/tls_flags.cc";
 
 // Which side reads the flags: a PS needs its own certificate and key for TLS, and with a CA
 // verifies its workers' certificates; a worker verifies the PS with the CA and may present a
-// certificate of its own.
-enum class TlsSide { kServer, kClient, kLauncher };
+// certificate of its own. A launcher gives one certificate to every PS and worker, so it must
+// verify against the CA; psbench run's (kLocalLauncher) also needs the CA, and must name
+// 127.0.0.1 (or --tls-server-name), the address every worker dials there.
+enum class TlsSide { kServer, kClient, kLauncher, kLocalLauncher };
 
 // Reads the files the flags name and checks them (readable, PEM that OpenSSL, and so gRPC,
 // accepts, key matching certificate). Errors are one line naming the flag and the file.

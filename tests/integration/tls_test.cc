@@ -181,8 +181,17 @@ TEST_F(TlsTest, BadTlsFlagsExitTwoWithOneLine) {
                    {"--tls-ca=" + garbage, "not a PEM certificate"});
   ExpectUsageError(work({"--tls-cert=" + certs().Path("client.pem")}), "psbench-worker",
                    {"--tls-key"});
-  ExpectUsageError(run({"--tls-cert=" + garbage, "--tls-key=" + key}), "psbench",
+  ExpectUsageError(run({"--tls-cert=" + garbage, "--tls-key=" + key, "--tls-ca=" + certs().ca()}), "psbench",
                    {"--tls-cert=" + garbage});
+  // What every worker's handshake would find after --connect-timeout, said at once.
+  ExpectUsageError(run({"--tls-cert=" + cert, "--tls-key=" + key}), "psbench", {"--tls-cert needs --tls-ca"});
+  ExpectUsageError(run({"--tls-cert=" + cert, "--tls-key=" + key, "--tls-ca=" + certs().other_ca()}), "psbench",
+                   {"--tls-cert=" + cert, "does not verify against --tls-ca=" + certs().other_ca()});
+  const std::string client_cert = certs().Path("client.pem");
+  ExpectUsageError(run({"--tls-cert=" + client_cert, "--tls-key=" + client_key, "--tls-ca=" + certs().ca()}), "psbench",
+                   {"--tls-cert=" + client_cert, "does not name 127.0.0.1"});
+  ExpectUsageError(run({"--tls-cert=" + cert, "--tls-key=" + key, "--tls-ca=" + certs().ca(), "--tls-server-name=ps0.example"}),
+                   "psbench", {"does not name ps0.example"});
   ExpectUsageError(ps({"--max-message-size=1"}), "psbench-ps", {"--max-message-size"});
   ExpectUsageError(ps({"--max-connections=0"}), "psbench-ps", {"--max-connections"});
 }
