@@ -47,12 +47,13 @@ absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view text) {
   };
   if (text.empty()) return bad();
   for (absl::string_view part : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(part, '-');
+    // LO or LO-HI; "1-1-0" is neither (a pair would drop its third field).
+    const std::vector<absl::string_view> range = absl::StrSplit(part, '-');
     int lo, hi;
-    if (!absl::SimpleAtoi(range.first, &lo) || lo < 0) return bad();
-    if (part.find('-') == absl::string_view::npos) {
+    if (range.size() > 2 || !absl::SimpleAtoi(range[0], &lo) || lo < 0) return bad();
+    if (range.size() == 1) {
       hi = lo;
-    } else if (!absl::SimpleAtoi(range.second, &hi) || hi < lo) {
+    } else if (!absl::SimpleAtoi(range[1], &hi) || hi < lo) {
       return bad();
     }
     if (hi >= CPU_SETSIZE) return bad();

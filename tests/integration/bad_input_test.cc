@@ -286,6 +286,7 @@ std::vector<BadInput> ForTool(Tool tool, const std::vector<BadInput>& cases) {
 
 const std::vector<BadInput> kWorkerCases = {
     {"CpuOutOfRange", Tool::kWorker, {"--cpu=99"}, {"--cpu=99"}},
+    {"CpuRangeOfThree", Tool::kWorker, {"--cpu=0-1-9"}, {"--cpu=0-1-9", "is not a CPU list"}},
     {"PsMissing", Tool::kWorker, {"--ps="}, {"--ps"}},
     {"PsWithoutPort", Tool::kWorker, {"--ps=localhost"}, {"--ps", "'localhost' is not HOST:PORT"}},
     {"PsPortZero", Tool::kWorker, {"--ps=127.0.0.1:0"}, {"--ps", "port '0' is not in 1-65535"}},
@@ -316,6 +317,7 @@ const std::vector<BadInput> kWorkerCases = {
 const std::vector<BadInput> kRunCases = {
     {"WorkerCpuOutOfRange", Tool::kRun, {"--worker-cpu=99"}, {"--worker-cpu=99"}},
     {"PsCpuOutOfRange", Tool::kRun, {"--ps-cpu=99"}, {"--ps-cpu=99"}},
+    {"PsCpuRangeOfThree", Tool::kRun, {"--ps-cpu=1-1-0"}, {"--ps-cpu=1-1-0", "is not a CPU list"}},
     {"CpuIsNotARunFlag", Tool::kRun, {"--cpu=0"}, {"unknown flag", "--cpu"}},
     {"LatencyWithTwoPs", Tool::kRun, {"--num-ps=2"}, {"--benchmark=latency", "--num-ps"}},
     {"LatencyWithTwoWorkers", Tool::kRun, {"--num-workers=2"}, {"--num-workers"}},
