@@ -60,8 +60,10 @@ int RunTrainCommand(int argc, char** argv) {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.peak_gflops = absl::GetFlag(FLAGS_peak_gflops);
   options.trace_path = settings->write_trace;
-  if (!std::isfinite(options.peak_gflops) || options.peak_gflops < 0) {
-    Die(kProgram, absl::StrCat("--peak-gflops=", options.peak_gflops, " must be a finite number >= 0 (0: estimate)"), kExitUsage);
+  // A peak near 0 made the fraction of it infinite: printed "inf %", a record no report reads.
+  if (!(options.peak_gflops == 0 || (options.peak_gflops >= 0.001 && options.peak_gflops <= 1e9))) {
+    Die(kProgram, absl::StrCat("--peak-gflops=", options.peak_gflops, " must be 0 (estimate) or in [0.001, 1e9] GFLOP/s"),
+        kExitUsage);
   }
   auto result = trainer::RunTiming(options);
   if (!result.ok()) {

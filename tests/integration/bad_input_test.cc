@@ -367,9 +367,12 @@ const std::vector<BadInput> kRunCases = {
 // psbench train takes the flags that change what is timed, and no other.
 const std::vector<BadInput> kTrainCases = {
     {"LaunchFlag", Tool::kTrain, {"--num-ps=2"}, {"unknown flag", "--num-ps"}},
-    {"PeakGflopsNotFinite", Tool::kTrain, {"--peak-gflops=inf"}, {"--peak-gflops=inf must be a finite number"},
+    {"PeakGflopsNotFinite", Tool::kTrain, {"--peak-gflops=inf"}, {"--peak-gflops=inf must be 0 (estimate) or in"},
      "psbench train"},
-    {"PeakGflopsNotANumber", Tool::kTrain, {"--peak-gflops=nan"}, {"--peak-gflops=nan must be a finite number"},
+    {"PeakGflopsNotANumber", Tool::kTrain, {"--peak-gflops=nan"}, {"--peak-gflops=nan must be 0 (estimate) or in"},
+     "psbench train"},
+    // Its fraction was infinite: "inf %" printed, and a record no report would read.
+    {"PeakGflopsNearZero", Tool::kTrain, {"--peak-gflops=1e-310"}, {"--peak-gflops=1e-310 must be 0 (estimate) or in [0.001, 1e9]"},
      "psbench train"},
     {"ScenarioFlag", Tool::kTrain, {"--transport=grpc"}, {"unknown flag", "--transport"}},
     {"PsTrainingFlag", Tool::kTrain, {"--sync"}, {"unknown flag", "--sync"}},
