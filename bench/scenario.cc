@@ -10,7 +10,7 @@
 #include "bench/memory_limit.h"
 #include "bench/sysinfo.h"
 #include "inputs/address.h"
-#include "payloads/json_int.h"
+#include "payloads/json_field.h"
 #include "payloads/size.h"
 #include "transports/rdma_flags.h"
 
@@ -95,20 +95,20 @@ absl::Status CheckLoad(const Scenario& s) {
 // a scenario without them is closed-loop. Throws what ScenarioFromJson catches.
 absl::Status LoadFromJson(const nlohmann::json& j, Scenario* s) {
   auto kind = [](const nlohmann::json& o, const char* what) -> absl::StatusOr<LoadKind> {
-    auto parsed = ParseLoadKind(o.at("kind").get<std::string>());
+    auto parsed = ParseLoadKind(JsonStringField(o, "kind"));
     if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("scenario: '", what, "' has an unknown kind"));
     return *parsed;
   };
   if (j.contains("load")) {
     auto k = kind(j["load"], "load");
     if (!k.ok()) return k.status();
-    s->load = {*k, j["load"].value("rate", 0.0)};
+    s->load = {*k, JsonNumberField(j["load"], "rate", 0.0)};
   }
   if (j.contains("load_sweep")) {
     const nlohmann::json& w = j["load_sweep"];
     auto k = kind(w, "load_sweep");
     if (!k.ok()) return k.status();
-    s->load_sweep = LoadSweep{*k, w.at("lo").get<double>(), w.at("hi").get<double>(), w.at("factor").get<double>()};
+    s->load_sweep = LoadSweep{*k, JsonNumberField(w, "lo"), JsonNumberField(w, "hi"), JsonNumberField(w, "factor")};
   }
   if (j.contains("max_in_flight")) s->max_in_flight = JsonIntegerField<int>(j, "max_in_flight");
   return absl::OkStatus();
@@ -376,55 +376,59 @@ absl::StatusOr<Scenario> ScenarioFromJson(const nlohmann::json& j) {
   }
   try {
     Scenario s;
-    auto bench = ParseBenchmark(j.at("benchmark").get<std::string>());
+    auto bench = ParseBenchmark(JsonStringField(j, "benchmark"));
     if (!bench.ok()) return bench.status();
     s.benchmark = *bench;
-    s.transport = j.at("transport").get<std::string>();
+    s.transport = JsonStringField(j, "transport");
     if (j.contains("mode")) {
       if (!TransportHonoursMode(s.transport)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "scenario: 'mode' does not apply to ", s.transport, " (only ",
             TransportsWith(&TransportTraits::honours_mode), " has wire modes)"));
       }
-      auto mode = ParseWireMode(j.at("mode").get<std::string>());
+      auto mode = ParseWireMode(JsonStringField(j, "mode"));
       if (!mode.ok()) return mode.status();
       s.mode = *mode;
     }
-    auto scheme = ParseScheme(j.at("scheme").get<std::string>());
+    auto scheme = ParseScheme(JsonStringField(j, "scheme"));
     if (!scheme.ok()) return scheme.status();
     s.payload.scheme = *scheme;
-    auto cats = ParseCategories(j.at("categories").get<std::string>());
+    auto cats = ParseCategories(JsonStringField(j, "categories"));
     if (!cats.ok()) return cats.status();
     s.payload.categories = *cats;
     s.payload.small_bytes = JsonIntegerField<uint64_t>(j, "small");
     s.payload.medium_bytes = JsonIntegerField<uint64_t>(j, "medium");
     s.payload.large_bytes = JsonIntegerField<uint64_t>(j, "large");
     s.payload.buffers = JsonIntegerField<int>(j, "buffers");
-    auto bias = ParseCategory(j.at("skew_bias").get<std::string>());
+    auto bias = ParseCategory(JsonStringField(j, "skew_bias"));
     if (!bias.ok()) return bias.status();
     s.payload.skew_bias = *bias;
     s.payload.seed = JsonIntegerField<uint64_t>(j, "seed");
-    s.payload.trace_path = j.at("trace").get<std::string>();
-    s.warmup = absl::Seconds(j.at("warmup_s").get<double>());
+    s.payload.trace_path = JsonStringField(j, "trace");
+    s.warmup = absl::Seconds(JsonNumberField(j, "warmup_s"));
     s.warmup_iterations = JsonIntegerField<int64_t>(j, "warmup_iterations");
-    s.duration = absl::Seconds(j.at("duration_s").get<double>());
+    s.duration = absl::Seconds(JsonNumberField(j, "duration_s"));
     s.iterations = JsonIntegerField<int64_t>(j, "iterations");
     s.window = JsonIntegerField<int>(j, "window");
     s.outstanding = JsonIntegerField<int>(j, "outstanding");
-    s.validate = j.at("validate").get<bool>();
-    s.busy_poll = j.value("busy_poll", false);
+    s.validate = JsonBoolField(j, "validate");
+    s.busy_poll = JsonBoolField(j, "busy_poll", false);
     if (j.contains("grpc_tx_zerocopy")) s.grpc_tx_zerocopy = JsonIntegerField<uint64_t>(j, "grpc_tx_zerocopy");
     if (j.contains("grpc_api")) {
-      auto api = ParseGrpcApi(j.at("grpc_api").get<std::string>());
+      auto api = ParseGrpcApi(JsonStringField(j, "grpc_api"));
       if (!api.ok()) return api.status();
       s.grpc_api = *api;
     }
-    s.ps = j.at("ps").get<std::vector<std::string>>();
+    const nlohmann::json& ps = JsonField(j, "ps");
+    if (!ps.is_array() || !std::all_of(ps.begin(), ps.end(), [](const nlohmann::json& a) { return a.is_string(); })) {
+      JsonFieldIsNot(j, "ps", "a list of HOST:PORT strings");
+    }
+    s.ps = ps.get<std::vector<std::string>>();
     s.num_workers = JsonIntegerField<int>(j, "num_workers");
     s.worker_index = JsonIntegerField<int>(j, "worker_index");
-    s.run_id = j.at("run_id").get<std::string>();
-    s.connect_timeout = absl::Seconds(j.at("connect_timeout_s").get<double>());
-    s.rpc_timeout = absl::Seconds(j.at("rpc_timeout_s").get<double>());
+    s.run_id = JsonStringField(j, "run_id");
+    s.connect_timeout = absl::Seconds(JsonNumberField(j, "connect_timeout_s"));
+    s.rpc_timeout = absl::Seconds(JsonNumberField(j, "rpc_timeout_s"));
     if (j.contains("max_input_size")) s.max_input_size = JsonIntegerField<uint64_t>(j, "max_input_size");
     if (j.contains("max_payload_memory")) {
       s.max_payload_memory = JsonIntegerField<uint64_t>(j, "max_payload_memory");

@@ -2,7 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "payloads/json_int.h"
+#include "payloads/json_field.h"
 #include "payloads/size.h"
 
 ABSL_FLAG(std::string, rdma_device, "",
@@ -90,13 +90,13 @@ nlohmann::json RdmaOptionsToJson(const RdmaOptions& o) {
 absl::StatusOr<RdmaOptions> RdmaOptionsFromJson(const nlohmann::json& j) {
   RdmaOptions o;
   try {
-    o.device = j.value("device", o.device);
+    o.device = JsonStringField(j, "device", o.device);
     o.port = JsonIntegerField<int>(j, "port", o.port);
     o.gid_index = JsonIntegerField<int>(j, "gid_index", o.gid_index);
     o.mtu = JsonIntegerField<int>(j, "mtu", o.mtu);
     o.queue_depth = JsonIntegerField<int>(j, "queue_depth", o.queue_depth);
     o.slot_bytes = JsonIntegerField<uint64_t>(j, "slot_bytes", o.slot_bytes);
-    std::string poll = j.value("poll", std::string("event"));
+    std::string poll = JsonStringField(j, "poll", "event");
     if (poll != "busy" && poll != "event") {
       return absl::InvalidArgumentError("rdma.poll must be \"busy\" or \"event\"");
     }

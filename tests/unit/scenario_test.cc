@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
 namespace psbench {
 namespace {
 
@@ -65,6 +68,28 @@ TEST(ScenarioTest, MalformedJsonIsAnErrorNotACrash) {
   j = ScenarioToJson(Scenario());
   j["benchmark"] = "speed";
   EXPECT_FALSE(ScenarioFromJson(j).ok());
+}
+
+// Every error names its field: nlohmann's own said "type must be number, but is null" or
+// "key 'transport' not found".
+TEST(ScenarioTest, AFieldOfTheWrongTypeOrMissingIsNamed) {
+  Scenario verbs;
+  verbs.transport = "grpc+verbs";
+  verbs.load = {LoadKind::kPoisson, 100};
+  const nlohmann::json base = ScenarioToJson(verbs);
+  auto error = [&base](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = base;
+    change(j);
+    return std::string(ScenarioFromJson(j).status().message());
+  };
+  EXPECT_EQ(error([](auto& j) { j["rpc_timeout_s"] = nullptr; }), "scenario: 'rpc_timeout_s' must be a number (got null)");
+  EXPECT_EQ(error([](auto& j) { j.erase("transport"); }), "scenario: 'transport' is missing");
+  EXPECT_EQ(error([](auto& j) { j["ps"] = {1}; }), "scenario: 'ps' must be a list of HOST:PORT strings (got [1])");
+  EXPECT_EQ(error([](auto& j) { j["busy_poll"] = "yes"; }), "scenario: 'busy_poll' must be true or false (got \"yes\")");
+  EXPECT_EQ(error([](auto& j) { j["validate"] = 1; }), "scenario: 'validate' must be true or false (got 1)");
+  EXPECT_EQ(error([](auto& j) { j["load"]["rate"] = "fast"; }), "scenario: 'rate' must be a number (got \"fast\")");
+  EXPECT_EQ(error([](auto& j) { j.erase("iterations"); }), "scenario: 'iterations' is missing");
+  EXPECT_EQ(error([](auto& j) { j["rdma"]["device"] = 3; }), "rdma: 'device' must be a string (got 3)");
 }
 
 // Found by tests/fuzz/scenario_json_fuzz: nlohmann's get<int>() of 1e10 is undefined
