@@ -113,16 +113,22 @@ absl::StatusOr<int> RunBounded(const std::vector<std::string>& argv, const fs::p
   return st;
 }
 
-// "cannot write: WHY" when it cannot (a named pipe is waited on for a bounded time).
+// "cannot write: WHY" when it cannot (a named pipe is waited on for a bounded time): a path it
+// cannot open is bad input (INVALID_ARGUMENT), a write that fails (a full disk) a runtime
+// failure (UNAVAILABLE).
 absl::Status WriteText(const fs::path& path, const std::string& text) {
   const int fd = OpenOutput(path.string(), O_CREAT | O_TRUNC);
   if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", OpenOutputError(path.string(), errno)));
   if (int err = WriteAll(fd, text); err != 0) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(err)));
+    return absl::UnavailableError(absl::StrCat("cannot write: ", std::strerror(err)));
   }
-  if (::close(fd) != 0 && errno != EINTR) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", std::strerror(errno)));
+  if (::close(fd) != 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("cannot write: ", std::strerror(errno)));
   return absl::OkStatus();
+}
+
+int ExitCodeOf(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kUnavailable ? kExitRuntime : kExitUsage;
 }
 
 // Whether `path` is directory `dir` or lies inside it (both as the file system resolves them).
@@ -142,6 +148,11 @@ fs::path PlotDirOrDie(const std::string& html, const std::vector<NamedPath>& inp
   std::error_code ec;
   if (fs::is_directory(page, ec)) {
     Die(kReportProgram, absl::StrCat("--html=", html, ": is a directory; give the page's file name"), kExitUsage);
+  }
+  // Its plots go in a directory beside it: /dev/null would make /dev/null_files.
+  if (fs::exists(page, ec) && !fs::is_regular_file(page, ec)) {
+    Die(kReportProgram, absl::StrCat("--html=", html, ": is not a regular file; the page and its plots' directory "
+                                     "beside it need a file name"), kExitUsage);
   }
   const fs::path parent = page.parent_path().empty() ? fs::path(".") : page.parent_path();
   if (!fs::is_directory(parent, ec)) {
@@ -259,11 +270,11 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
     fmt::print("{}", md);
     std::fflush(stdout);
   } else if (absl::Status st = WriteText(markdown, md); !st.ok()) {
-    Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": ", st.message()), kExitUsage);
+    Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": ", st.message()), ExitCodeOf(st));
   }
   if (!csv.empty()) {
     if (absl::Status st = WriteText(csv, report::RenderCsv(*records)); !st.ok()) {
-      Die(kReportProgram, absl::StrCat("--csv=", csv, ": ", st.message()), kExitUsage);
+      Die(kReportProgram, absl::StrCat("--csv=", csv, ": ", st.message()), ExitCodeOf(st));
     }
   }
   if (html.empty()) return 0;
@@ -278,7 +289,7 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
     }
   }
   if (absl::Status st = WriteText(page, report::RenderHtml(*built, plot_dir.filename().string())); !st.ok()) {
-    Die(kReportProgram, absl::StrCat("--html=", html, ": ", st.message()), kExitUsage);
+    Die(kReportProgram, absl::StrCat("--html=", html, ": ", st.message()), ExitCodeOf(st));
   }
   if (!markdown.empty()) {
     fmt::print("# report: {} (Markdown), {} ({} plots in {})\n", markdown, html, built->plots.size(),

@@ -228,6 +228,11 @@ TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   const std::string fifo = tmp_.File("md.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   Expect({good, "--markdown=" + fifo}, 2, "--markdown=" + fifo + ": cannot write: a named pipe no process reads");
+  // A page is a file with its plots' directory beside it (--html=/dev/null made /dev/null_files).
+  Expect({good, "--html=" + fifo}, 2, "--html=" + fifo + ": is not a regular file");
+  // A full disk is no bad input: exit 1 (it was 2).
+  Expect({good, "--markdown=/dev/full"}, 1, "--markdown=/dev/full: cannot write: No space left on device");
+  Expect({good, "--csv=/dev/full"}, 1, "--csv=/dev/full: cannot write: No space left on device");
 }
 
 TEST_F(ReportInputTest, WithoutPythonOrMatplotlibThePageFailsAndTheMarkdownIsWritten) {
