@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,13 @@ absl::Status Parse(const std::string& name, const json& v, double& out) {
   out = v.get<double>();
   return absl::OkStatus();
 }
+// A typed figure (a time, a rate, a size, a loss): never negative, which a report would print
+// as it is (a -5.00 µs p50 and its ratio).
+absl::Status ParseFigure(const std::string& name, const json& v, double& out) {
+  if (absl::Status s = Parse(name, v, out); !s.ok()) return s;
+  if (out < 0) return WrongType(name, "0 or more");
+  return absl::OkStatus();
+}
 absl::Status Parse(const std::string& name, const json& v, std::vector<uint64_t>& out) {
   if (!v.is_array()) return WrongType(name, "a list of counts");
   out.clear();
@@ -74,12 +82,12 @@ absl::Status ParseMembers(const std::string& name, const json& v,
   for (const auto& [key, member] : required) {
     auto it = v.find(key);
     if (it == v.end()) return absl::InvalidArgumentError(absl::StrCat("field '", name, ".", key, "' is missing"));
-    if (absl::Status s = Parse(absl::StrCat(name, ".", key), *it, out.*member); !s.ok()) return s;
+    if (absl::Status s = ParseFigure(absl::StrCat(name, ".", key), *it, out.*member); !s.ok()) return s;
   }
   for (const auto& [key, member] : optional) {
     if (auto it = v.find(key); it != v.end()) {
       double d = 0;
-      if (absl::Status s = Parse(absl::StrCat(name, ".", key), *it, d); !s.ok()) return s;
+      if (absl::Status s = ParseFigure(absl::StrCat(name, ".", key), *it, d); !s.ok()) return s;
       out.*member = d;
     }
   }
@@ -145,7 +153,11 @@ FieldIo Optional(const char* name, std::optional<T> Record::*member) {
   return {name,
           [name, member](const json& v, Record& r) {
             T value{};
-            if (absl::Status s = Parse(name, v, value); !s.ok()) return s;
+            if constexpr (std::is_same_v<T, double>) {
+              if (absl::Status s = ParseFigure(name, v, value); !s.ok()) return s;
+            } else if (absl::Status s = Parse(name, v, value); !s.ok()) {
+              return s;
+            }
             r.*member = std::move(value);
             return absl::OkStatus();
           },
@@ -170,7 +182,7 @@ FieldIo PayloadBytes() {
   return {"payload_bytes",
           [](const json& v, Record& r) {
             double d = 0;
-            if (absl::Status s = Parse("payload_bytes", v, d); !s.ok()) return s;
+            if (absl::Status s = ParseFigure("payload_bytes", v, d); !s.ok()) return s;
             r.payload_bytes = d;
             r.payload_bytes_exact = v.is_number_integer();
             return absl::OkStatus();

@@ -22,8 +22,10 @@ std::string Pad(const std::string& s, size_t width, bool right) {
   return right ? fill + s : s + fill;
 }
 
-// A '|' inside a cell would end it.
-std::string MdCell(const std::string& text) { return absl::StrReplaceAll(text, {{"|", "\\|"}}); }
+// A '|' inside a cell would end it, and a line break the table (a record's label may hold one).
+std::string MdCell(const std::string& text) {
+  return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\r\n", " "}, {"\n", " "}, {"\r", " "}});
+}
 
 std::string Html(const std::string& text) {
   return absl::StrReplaceAll(text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});

@@ -68,6 +68,13 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
   bad["latency_us"].erase("p99");
   EXPECT_EQ(error(bad), "field 'latency_us.p99' is missing");
   EXPECT_EQ(error({{"step", {{"median_s", 1.0}}}}), "field 'step.mean_s' is missing");
+  // Figures are never negative (a report printed a -5.00 µs p50, and its ratio).
+  bad = Latency("serialized", 1, 1, 1);
+  bad["latency_us"]["p50"] = -5;
+  EXPECT_EQ(error(bad), "field 'latency_us.p50' is not 0 or more");
+  EXPECT_EQ(error({{"payload_bytes", -1}}), "field 'payload_bytes' is not 0 or more");
+  EXPECT_EQ(error({{"mb_per_s", -0.5}}), "field 'mb_per_s' is not 0 or more");
+  EXPECT_EQ(error({{"step", {{"mean_s", 1.0}, {"gflops", -2}}}}), "field 'step.gflops' is not 0 or more");
   // An open loop's figures, which a report prints (they read as 0 when not numbers).
   const json load = {{"offered_per_s", 1000}, {"achieved_per_s", 990.5}, {"planned", 10}, {"dropped", 0},
                      {"corrected_us", {{"p50", 5.0}, {"p99", 9.0}}}, {"lag_us", {{"p99", 1.0}}},

@@ -383,6 +383,9 @@ TEST(ReportRenderTest, MarkdownTablesAndEscapedCells) {
   EXPECT_THAT(md, HasSubstr("| scheme | bytes | a\\|b MB/s | c MB/s | c / a\\|b MB/s |\n"
                             "|---|---:|---:|---:|---:|\n"
                             "| sweep | 1024 | 10.00 | 20.00 | 2.00x |\n"));
+  // A label with a line break (a record psbench run would refuse to write) broke the table.
+  const std::string broken = RenderMarkdown(Build({Bandwidth("x\ny", 1024, 10)}));
+  EXPECT_THAT(broken, HasSubstr("| scheme | bytes | x y MB/s |\n")) << broken;
 }
 
 TEST(ReportRenderTest, HtmlHasEveryPlotAndEscapes) {
