@@ -39,7 +39,9 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   auto layout = trainer::ParseLayout(settings.layout);
   if (!layout.ok()) Die(kWorkerProgram, layout.status(), kExitUsage);
   auto made = trainer::MakeNetwork(settings.engine, *model, settings.batch, settings.threads, *math, *layout);
-  if (!made.ok()) Die(kWorkerProgram, made.status(), kExitUsage);
+  // A flag the engine cannot take is bad input; a machine without the device (no CUDA device
+  // for --engine=gpu) a runtime failure, as for psbench train.
+  if (!made.ok()) Die(kWorkerProgram, made.status(), ExitCodeFor(made.status()));
   trainer::Network& net = **made;
   const auto& params = net.params();
 

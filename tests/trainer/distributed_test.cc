@@ -141,6 +141,21 @@ TEST_F(DistributedTrainingTest, TraceItCannotWriteIsRefusedBeforeTraining) {
   unlink(fifo.c_str());
 }
 
+// --engine=gpu ends alike under psbench train and psbench run, whatever this machine has: no
+// GPU engine built (exit 2), no CUDA device (exit 1: run's worker said 2), or a GPU (exit 0).
+TEST_F(DistributedTrainingTest, GpuEngineEndsAlikeUnderTrainAndRun) {
+  RunResult train = RunCommand({BinPath("psbench"), "train", "--model=tiny", "--batch=2", "--steps=1",
+                                "--warmup-steps=0", "--engine=gpu"},
+                               seconds(120));
+  RunResult run = RunCommand(RunArgv({"--trainer=tiny", "--batch=2", "--steps=1", "--warmup-steps=0", "--engine=gpu"}),
+                             seconds(120));
+  EXPECT_EQ(run.exit_code, train.exit_code) << train.Describe() << run.Describe();
+  if (train.exit_code != 0) {
+    EXPECT_NE(train.err.find("--engine=gpu"), std::string::npos) << train.Describe();
+    EXPECT_NE(run.err.find("--engine=gpu"), std::string::npos) << run.Describe();
+  }
+}
+
 // --write-trace records the gradients as psbench_trace does from PyTorch (psbench-trace/2),
 // which the trace payload scheme replays.
 TEST_F(DistributedTrainingTest, TraceReplaysAsPayloadTrace) {

@@ -64,7 +64,8 @@ absl::StatusOr<std::unique_ptr<Network>> MakeNetwork(absl::string_view engine,
     return std::unique_ptr<Network>(network);
   }
 #endif
-  return absl::InvalidArgumentError(absl::StrCat("unknown engine '", engine, "'; built with: ",
+  // Said as psbench run's launcher says it.
+  return absl::InvalidArgumentError(absl::StrCat("--engine=", engine, " is not built in; this psbench has: ",
                                                  absl::StrJoin(EngineNames(), ", ")));
 }
 
