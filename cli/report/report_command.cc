@@ -221,6 +221,15 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
         ")", lines.empty() ? std::string() : ": " + lines.back()));
   }
   fs::remove(log, ec);
+  // A python3 that exits 0 and draws nothing (PSBENCH_PYTHON=/bin/true) left a page of
+  // missing images.
+  for (const nlohmann::json& plot : data["plots"]) {
+    const fs::path svg = dir / plot["file"].get<std::string>();
+    if (!fs::is_regular_file(svg, ec)) {
+      return absl::InternalError(absl::StrCat("drawing the plots failed: ", python, " ", script.string(),
+                                              " exited 0 without writing ", svg.string()));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -251,6 +251,10 @@ TEST_F(ReportInputTest, WithoutPythonOrMatplotlibThePageFailsAndTheMarkdownIsWri
   Expect({two, "--html=" + page, "--markdown=" + md}, 1, "matplotlib is not available", {"PSBENCH_PYTHON=" + no_mpl});
   EXPECT_THAT(ReadFile(md), HasSubstr("## Latency"));
   EXPECT_FALSE(std::filesystem::exists(page));
+  // A "python3" that draws nothing and exits 0: no page of missing images.
+  std::filesystem::remove(md);
+  Expect({two, "--html=" + page, "--markdown=" + md}, 1, "exited 0 without writing", {"PSBENCH_PYTHON=/bin/true"});
+  EXPECT_FALSE(std::filesystem::exists(page));
   // One size: no plot, so no Python needed.
   RunResult r = RunCommand(Concat({"/usr/bin/env", "PSBENCH_PYTHON=/nonexistent/python3"},
                                   ReportArgv({good, "--html=" + page})), seconds(60));
