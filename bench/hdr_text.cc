@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,11 +131,8 @@ absl::StatusOr<std::vector<std::string>> WriteHdrFiles(const std::string& prefix
       auto h = HistogramFromJson(JsonObjectAt(JsonObjectAt(LoadOf(*open[i]), "histograms"), which));
       if (!h.ok()) return absl::InvalidArgumentError(absl::StrCat("--hdr-out: the ", which, " ", h.status().message()));
       const std::string path = absl::StrCat(stem, ".", which, ".hgrm");
-      const int fd = OpenOutput(path, O_CREAT | O_TRUNC);
-      if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("--hdr-out: cannot write ", path, ": ", OpenOutputError(path, errno)));
-      const int err = WriteAll(fd, HdrPercentileText(*h));
-      if (::close(fd) != 0 || err != 0) {
-        return absl::InternalError(absl::StrCat("--hdr-out: writing ", path, " failed: ", std::strerror(err != 0 ? err : errno)));
+      if (absl::Status s = WriteOutputFile(path, HdrPercentileText(*h)); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("--hdr-out: ", path, ": ", s.message()));
       }
     }
     written.push_back(absl::StrCat(stem, ".{corrected,uncorrected,lag}.hgrm: ", Describe(*open[i])));

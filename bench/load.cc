@@ -175,7 +175,7 @@ Arrivals::Arrivals(const LoadSchedule& s, uint64_t seed)
 uint64_t Arrivals::Next() {
   if (schedule_.kind == LoadKind::kConstant) {
     // From the index, not by adding up gaps: no drift over millions of operations. Rounded
-    // down, so that operation i stays in its own period (i / rate, (i + 1) / rate).
+    // down, so that operation i starts before (i + 1) / rate (and within 1 ns of i / rate).
     return static_cast<uint64_t>(std::floor(at_ns_ + static_cast<double>(index_++) * 1e9 / schedule_.rate));
   }
   const uint64_t at = static_cast<uint64_t>(std::llround(at_ns_));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/figures.h"
 #include "bench/histogram.h"
+#include "payloads/json_field.h"
 
 namespace psbench {
 namespace {
@@ -331,13 +332,16 @@ absl::Status CheckConfig(const json& j) {
   if (!config.is_object()) return WrongType("config", "an object");
   // A number at least `least`, required; false when absent or wrongly typed (then `status`).
   absl::Status status;
-  auto number = [&config, &status](const char* key, double least) -> std::optional<double> {
+  // A count (iterations, window, ...) is an integer: Settings() reads it as one.
+  auto number = [&config, &status](const char* key, double least, bool count = true) -> std::optional<double> {
     const std::string name = absl::StrCat("config.", key);
     double d = 0;
     if (!config.contains(key)) {
       status = absl::InvalidArgumentError(absl::StrCat("field '", name, "' is missing"));
     } else if (absl::Status s = Parse(name, config[key], d); !s.ok()) {
       status = s;
+    } else if (count && !JsonInteger<int64_t>(config[key])) {
+      status = WrongType(name, "an integer");
     } else if (!(d >= least)) {
       status = WrongType(name, least < 0 ? "-1 (by time) or more" : "0 or more");
     } else {
@@ -348,10 +352,10 @@ absl::Status CheckConfig(const json& j) {
   // Warm-up and measurement by count, or by time (-1 and 0 iterations).
   const std::optional<double> warmup = number("warmup_iterations", -1);
   if (!warmup) return status;
-  if (*warmup < 0 && !number("warmup_s", 0)) return status;
+  if (*warmup < 0 && !number("warmup_s", 0, /*count=*/false)) return status;
   const std::optional<double> iterations = number("iterations", 0);
   if (!iterations) return status;
-  if (*iterations == 0 && !number("duration_s", 0)) return status;
+  if (*iterations == 0 && !number("duration_s", 0, /*count=*/false)) return status;
   if (benchmark == "bandwidth" && !number("window", 0)) return status;
   if (benchmark == "throughput" && !j.contains("load") && !number("outstanding", 0)) return status;
   return absl::OkStatus();

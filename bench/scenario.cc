@@ -95,6 +95,8 @@ absl::Status CheckLoad(const Scenario& s) {
 // a scenario without them is closed-loop. Throws what ScenarioFromJson catches.
 absl::Status LoadFromJson(const nlohmann::json& j, Scenario* s) {
   auto kind = [](const nlohmann::json& o, const char* what) -> absl::StatusOr<LoadKind> {
+    // Else its fields would be said to be missing.
+    if (!o.is_object()) throw JsonFieldError(absl::StrCat("'", what, "' must be an object"));
     auto parsed = ParseLoadKind(JsonStringField(o, "kind"));
     if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("scenario: '", what, "' has an unknown kind"));
     return *parsed;

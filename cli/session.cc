@@ -183,7 +183,10 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     if (tour) AddHeadline(headlines, s, lasts);
   }
   if (!runs.empty()) {
-    if (int st = PrintRepetitions(session, runs[0].first, repeated, /*save=*/true); st != 0) return st;
+    if (int st = PrintRepetitions(session, runs[0].first, repeated, /*save=*/true); st != 0) {
+      WriteHdrOrWarn(HdrOutFlag(), open_loop);
+      return st;
+    }
   }
   if (tour) {
     PrintTourSummary(TransportWithMode(runs[0].first.transport, runs[0].first.mode), headlines,

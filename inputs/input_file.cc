@@ -149,7 +149,15 @@ absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path
   struct stat st {};
   const bool existed = ::stat(path.c_str(), &st) == 0;
   int err = 0;
-  if (existed && S_ISFIFO(st.st_mode)) {
+  if (!existed && ::lstat(path.c_str(), &st) == 0) {
+    // A link to nothing yet: creating and removing would create its target and remove the
+    // user's link; the directory it points into must take the file.
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+    if (!ec && target.is_relative()) target = std::filesystem::path(path).parent_path() / target;
+    const std::filesystem::path dir = ec || target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) err = errno;
+  } else if (existed && S_ISFIFO(st.st_mode)) {
     if (::access(path.c_str(), W_OK) != 0) err = errno;
   } else if (const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666); fd < 0) {
     err = errno;
@@ -169,6 +177,15 @@ int WriteAll(int fd, absl::string_view text) {
     at += static_cast<size_t>(n);
   }
   return 0;
+}
+
+absl::Status WriteOutputFile(const std::string& path, absl::string_view text) {
+  const int fd = OpenOutput(path, O_CREAT | O_TRUNC);
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", OpenOutputError(path, errno)));
+  int err = WriteAll(fd, text);
+  if (::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
+  if (err != 0) return absl::UnavailableError(absl::StrCat("cannot write: ", std::strerror(err)));
+  return absl::OkStatus();
 }
 
 std::string OpenOutputError(const std::string& path, int err) {

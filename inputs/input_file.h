@@ -66,6 +66,11 @@ absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path
 // it (ENOSPC for a write that took nothing).
 int WriteAll(int fd, absl::string_view text);
 
+// Writes `text` as the whole of output `path` (created or truncated; a named pipe waited on as
+// by OpenOutput): INVALID_ARGUMENT "cannot write: WHY" when it cannot be opened (bad input),
+// UNAVAILABLE "cannot write: WHY" when a write fails (a full disk: a runtime failure).
+absl::Status WriteOutputFile(const std::string& path, absl::string_view text);
+
 // Why OpenOutput(path) failed with `err`: "a named pipe no process reads (waited 10s for a
 // reader)" for a named pipe's ENXIO, else strerror(err).
 std::string OpenOutputError(const std::string& path, int err);

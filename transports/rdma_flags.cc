@@ -89,6 +89,10 @@ nlohmann::json RdmaOptionsToJson(const RdmaOptions& o) {
 
 absl::StatusOr<RdmaOptions> RdmaOptionsFromJson(const nlohmann::json& j) {
   RdmaOptions o;
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rdma: must be an object of --rdma-* settings (got ", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), ")"));
+  }
   try {
     o.device = JsonStringField(j, "device", o.device);
     o.port = JsonIntegerField<int>(j, "port", o.port);

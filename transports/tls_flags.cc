@@ -77,22 +77,27 @@ absl::StatusOr<X509Ptr> FirstCertificate(const std::string& flag, const std::str
 }
 
 // Whether `leaf` (the first certificate of o.cert_pem, the others its chain) verifies against
-// the CA certificates of o.ca_pem, as the PS and the workers check each other's.
+// the CA certificates of o.ca_pem, as the PS and the workers check each other's: with gRPC's
+// flags, so that an intermediate CA given as --tls-ca is trusted as gRPC trusts it.
 absl::Status VerifyAgainstCa(const TlsOptions& o, X509* leaf) {
   std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), &X509_STORE_free);
+  auto free_chain = [](STACK_OF(X509)* s) { sk_X509_pop_free(s, X509_free); };
+  std::unique_ptr<STACK_OF(X509), decltype(free_chain)> chain(sk_X509_new_null(), free_chain);
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), &X509_STORE_CTX_free);
+  if (!store || !chain || !ctx) return absl::ResourceExhaustedError("OpenSSL could not set up a certificate check");
+  X509_STORE_set_flags(store.get(), X509_V_FLAG_PARTIAL_CHAIN | X509_V_FLAG_TRUSTED_FIRST);
   Bio cas = MemBio(o.ca_pem);
   while (X509* ca = PEM_read_bio_X509(cas.get(), nullptr, nullptr, nullptr)) {
     X509_STORE_add_cert(store.get(), ca);
     X509_free(ca);
   }
-  auto free_chain = [](STACK_OF(X509)* s) { sk_X509_pop_free(s, X509_free); };
-  std::unique_ptr<STACK_OF(X509), decltype(free_chain)> chain(sk_X509_new_null(), free_chain);
   Bio certs = MemBio(o.cert_pem);
   X509_free(PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr));  // the leaf, held by the caller
-  while (X509* c = PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr)) sk_X509_push(chain.get(), c);
+  while (X509* c = PEM_read_bio_X509(certs.get(), nullptr, nullptr, nullptr)) {
+    if (sk_X509_push(chain.get(), c) == 0) X509_free(c);
+  }
   ERR_clear_error();
-  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), &X509_STORE_CTX_free);
-  if (!store || !chain || !ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf, chain.get()) != 1) {
+  if (X509_STORE_CTX_init(ctx.get(), store.get(), leaf, chain.get()) != 1) {
     ERR_clear_error();
     return absl::InternalError("OpenSSL could not set up a certificate check");
   }
@@ -174,8 +179,10 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
     }
     if (side == TlsSide::kLocalLauncher) {
       const std::string& name = o.server_name.empty() ? std::string("127.0.0.1") : o.server_name;
-      const bool named = X509_check_ip_asc(cert->get(), name.c_str(), 0) == 1 ||
-                         X509_check_host(cert->get(), name.data(), name.size(), 0, nullptr) == 1;
+      // An address by its IP names only (gRPC takes no common name for one), a host name as
+      // gRPC checks it (its DNS names, else the common name).
+      const int ip = X509_check_ip_asc(cert->get(), name.c_str(), 0);
+      const bool named = ip == 1 || (ip == -2 && X509_check_host(cert->get(), name.data(), name.size(), 0, nullptr) == 1);
       ERR_clear_error();
       if (!named) {
         return absl::InvalidArgumentError(absl::StrCat(

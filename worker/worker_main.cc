@@ -1,5 +1,6 @@
 // psbench-worker: connects to one or more PS, runs a benchmark, prints the table and appends
 // one JSON record per result.
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -219,8 +220,15 @@ int Main(int argc, char** argv) {
     if (training && !training->write_trace.empty() && scenario->worker_index == 0) {
       if (absl::Status s = CheckOutputWritable("--write-trace", training->write_trace); !s.ok()) Die(kProgram, s, kExitUsage);
     }
+    // It is written beside (FILE.tmp) and renamed over: the directory must take both.
     if (const std::string progress = absl::GetFlag(FLAGS_progress_file); !progress.empty() && progress != "-") {
-      if (absl::Status s = CheckOutputWritable("--progress-file", progress); !s.ok()) Die(kProgram, s, kExitUsage);
+      std::error_code ec;
+      if (std::filesystem::is_directory(progress, ec)) {
+        Die(kProgram, absl::StrCat("--progress-file=", progress, ": is a directory"), kExitUsage);
+      }
+      if (absl::Status s = CheckOutputWritable("--progress-file", progress + ".tmp"); !s.ok()) {
+        Die(kProgram, absl::StrCat(s.message(), " (written there, then renamed over ", progress, ")"), kExitUsage);
+      }
     }
   };
   if (!job) check_json_path();
@@ -336,15 +344,16 @@ int Main(int argc, char** argv) {
                             scenario->benchmark == Benchmark::kThroughput ? (*client)->num_servers() : 1,
                             absl::GetFlag(FLAGS_progress_file), !absl::GetFlag(FLAGS_quiet));
   std::vector<Record> records;  // for --hdr-out
-  auto write_hdr = [&hdr_out, &records, &json_path] {
-    if (hdr_out.empty()) return;
+  auto write_hdr = [&hdr_out, &records, &json_path]() -> absl::Status {
+    if (hdr_out.empty()) return absl::OkStatus();
     auto written = WriteHdrFiles(hdr_out, records);
-    if (!written.ok()) Die(kProgram, written.status(), kExitRuntime);
+    if (!written.ok()) return written.status();
     if (!absl::GetFlag(FLAGS_quiet)) {
       for (const std::string& line : *written) {
         std::fprintf(json_path == "-" ? stderr : stdout, "# wrote %s\n", line.c_str());
       }
     }
+    return absl::OkStatus();
   };
   for (size_t p = 0; p < plans->size(); ++p) {
     const PayloadPlan& plan = (*plans)[p];
@@ -394,8 +403,10 @@ int Main(int argc, char** argv) {
       if (!hdr_out.empty()) records.push_back(record);
       if (!json_path.empty()) {
         if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) {
-          write_hdr();  // what was measured, where the records could not go
-          Die(kProgram, s, kExitRuntime);
+          // What was measured, where the records could not go; the first failure said first.
+          const absl::Status hdr = write_hdr();
+          Die(kProgram, hdr.ok() ? std::string(s.message()) : absl::StrCat(s.message(), "; and ", hdr.message()),
+              kExitRuntime);
         }
       }
       // The data plane's own count must be the benchmark's (the record written keeps both).
@@ -410,7 +421,7 @@ int Main(int argc, char** argv) {
     for (int id : set->all_ids()) (*client)->Unregister(id);
     payloads.clear();
   }
-  write_hdr();
+  if (absl::Status s = write_hdr(); !s.ok()) Die(kProgram, s, kExitRuntime);
   return 0;
 }
 

@@ -113,20 +113,7 @@ absl::StatusOr<int> RunBounded(const std::vector<std::string>& argv, const fs::p
   return st;
 }
 
-// "cannot write: WHY" when it cannot (a named pipe is waited on for a bounded time): a path it
-// cannot open is bad input (INVALID_ARGUMENT), a write that fails (a full disk) a runtime
-// failure (UNAVAILABLE).
-absl::Status WriteText(const fs::path& path, const std::string& text) {
-  const int fd = OpenOutput(path.string(), O_CREAT | O_TRUNC);
-  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat("cannot write: ", OpenOutputError(path.string(), errno)));
-  if (int err = WriteAll(fd, text); err != 0) {
-    ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot write: ", std::strerror(err)));
-  }
-  if (::close(fd) != 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("cannot write: ", std::strerror(errno)));
-  return absl::OkStatus();
-}
-
+// A failed write (UNAVAILABLE, a full disk) is a runtime failure; any other, bad input.
 int ExitCodeOf(const absl::Status& st) {
   return st.code() == absl::StatusCode::kUnavailable ? kExitRuntime : kExitUsage;
 }
@@ -204,7 +191,7 @@ absl::Status DrawPlots(const fs::path& bin_dir, const fs::path& dir, const nlohm
     if (std::regex_match(entry.path().filename().string(), kOurs)) fs::remove(entry.path(), ec);
   }
   fs::path data_file = dir / "plots.json";
-  if (absl::Status st = WriteText(data_file, data.dump(1)); !st.ok()) {
+  if (absl::Status st = WriteOutputFile(data_file.string(), data.dump(1)); !st.ok()) {
     return absl::InternalError(absl::StrCat(data_file.string(), ": ", st.message()));
   }
   fs::path log = dir / "plot.log";
@@ -278,11 +265,11 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   if (markdown.empty()) {
     fmt::print("{}", md);
     std::fflush(stdout);
-  } else if (absl::Status st = WriteText(markdown, md); !st.ok()) {
+  } else if (absl::Status st = WriteOutputFile(markdown, md); !st.ok()) {
     Die(kReportProgram, absl::StrCat("--markdown=", markdown, ": ", st.message()), ExitCodeOf(st));
   }
   if (!csv.empty()) {
-    if (absl::Status st = WriteText(csv, report::RenderCsv(*records)); !st.ok()) {
+    if (absl::Status st = WriteOutputFile(csv, report::RenderCsv(*records)); !st.ok()) {
       Die(kReportProgram, absl::StrCat("--csv=", csv, ": ", st.message()), ExitCodeOf(st));
     }
   }
@@ -297,7 +284,7 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
       Die(kReportProgram, absl::StrCat(st.message(), "; the Markdown is written, the HTML page is not"), kExitRuntime);
     }
   }
-  if (absl::Status st = WriteText(page, report::RenderHtml(*built, plot_dir.filename().string())); !st.ok()) {
+  if (absl::Status st = WriteOutputFile(page.string(), report::RenderHtml(*built, plot_dir.filename().string())); !st.ok()) {
     Die(kReportProgram, absl::StrCat("--html=", html, ": ", st.message()), ExitCodeOf(st));
   }
   if (!markdown.empty()) {

@@ -311,6 +311,7 @@ const std::vector<BadInput> kWorkerCases = {
     {"UnreadableScenario", Tool::kWorker, {"--scenario=$DIR/missing.json"}, {"--scenario"}},
     // Written as the run goes, where a failed write went unsaid.
     {"ProgressFileInNoDirectory", Tool::kWorker, {"--progress-file=$DIR/no/such/p"}, {"--progress-file=", "cannot write"}},
+    {"ProgressFileIsADirectory", Tool::kWorker, {"--progress-file=$DIR"}, {"--progress-file=", "is a directory"}},
     {"PositionalArgument", Tool::kWorker, {"extra"}, {"unexpected argument 'extra'"}},
 };
 

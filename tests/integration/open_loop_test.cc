@@ -138,8 +138,6 @@ TEST_F(OpenLoopTest, SweepFindsTheKneeAndWritesHistograms) {
   EXPECT_NE(r.out.find("# wrote " + hdr + ".4.{corrected,uncorrected,lag}.hgrm"), std::string::npos) << r.out;
 }
 
-// Throughput, 2 workers x 2 PS, Poisson: each worker's schedule is its own (seeded apart);
-// the total adds their operations and merges their histograms.
 // Records that cannot be saved (a full disk) stop the run, exit 1; the histograms of what was
 // measured are still written (they were not, by psbench run or the worker).
 TEST_F(OpenLoopTest, HistogramsAreWrittenWhenTheRecordsCannotBe) {
@@ -159,6 +157,8 @@ TEST_F(OpenLoopTest, HistogramsAreWrittenWhenTheRecordsCannotBe) {
   }
 }
 
+// Throughput, 2 workers x 2 PS, Poisson: each worker's schedule is its own (seeded apart);
+// the total adds their operations and merges their histograms.
 TEST_F(OpenLoopTest, ThroughputTotalMergesTheWorkers) {
   TempDir tmp;
   const std::string json = tmp.File("r.jsonl");

@@ -110,5 +110,27 @@ TEST_F(InputFileTest, TwoRelativeOutputsNotYetWrittenAreCaughtByPath) {
   EXPECT_TRUE(other.ok());
 }
 
+// An output checked before a run leaves nothing behind: a new file is created and removed, an
+// existing one kept as it was, and a link to nothing yet kept a link (creating through it and
+// removing the name made its target and took the user's link).
+TEST_F(InputFileTest, CheckingAnOutputLeavesItAsItWas) {
+  const std::string fresh = tmp_.File("fresh.json");
+  EXPECT_TRUE(CheckOutputWritable("--write-trace", fresh).ok());
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  const std::string kept = tmp_.Write("kept.json", "data");
+  EXPECT_TRUE(CheckOutputWritable("--write-trace", kept).ok());
+  EXPECT_EQ(testing::ReadFile(kept), "data");
+  const std::string link = tmp_.File("link.json");
+  ASSERT_EQ(::symlink("target.json", link.c_str()), 0);
+  EXPECT_TRUE(CheckOutputWritable("--write-trace", link).ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_FALSE(std::filesystem::exists(tmp_.File("target.json")));
+  const std::string nowhere = tmp_.File("nowhere.json");
+  ASSERT_EQ(::symlink("no/such/dir/t.json", nowhere.c_str()), 0);
+  EXPECT_THAT(std::string(CheckOutputWritable("--write-trace", nowhere).message()), HasSubstr("cannot write: No such file"));
+  EXPECT_THAT(std::string(CheckOutputWritable("--write-trace", tmp_.path()).message()),
+              StartsWith("--write-trace=" + tmp_.path() + ": cannot write: Is a directory"));
+}
+
 }  // namespace
 }  // namespace psbench

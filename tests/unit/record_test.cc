@@ -107,6 +107,8 @@ TEST(RecordTest, AFieldOfTheWrongTypeIsNamed) {
             "field 'config.warmup_iterations' is not -1 (by time) or more");
   EXPECT_EQ(error(config("latency", {{"warmup_iterations", 0}, {"iterations", 0}})), "field 'config.duration_s' is missing");
   EXPECT_EQ(error(config("latency", {{"warmup_iterations", 0}, {"iterations", "100"}})), "field 'config.iterations' is not a number");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", 0}, {"iterations", 1e300}})), "field 'config.iterations' is not an integer");
+  EXPECT_EQ(error(config("latency", {{"warmup_iterations", 2.5}, {"iterations", 10}})), "field 'config.warmup_iterations' is not an integer");
   EXPECT_EQ(error(config("bandwidth", {{"warmup_iterations", 0}, {"iterations", 10}})), "field 'config.window' is missing");
   EXPECT_EQ(error(config("throughput", {{"warmup_iterations", 0}, {"iterations", 10}})), "field 'config.outstanding' is missing");
   EXPECT_TRUE(RecordFromJson(config("latency", {{"warmup_iterations", -1}, {"warmup_s", 1}, {"iterations", 0}, {"duration_s", 2}})).ok());

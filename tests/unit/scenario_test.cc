@@ -90,6 +90,10 @@ TEST(ScenarioTest, AFieldOfTheWrongTypeOrMissingIsNamed) {
   EXPECT_EQ(error([](auto& j) { j["load"]["rate"] = "fast"; }), "scenario: 'rate' must be a number (got \"fast\")");
   EXPECT_EQ(error([](auto& j) { j.erase("iterations"); }), "scenario: 'iterations' is missing");
   EXPECT_EQ(error([](auto& j) { j["rdma"]["device"] = 3; }), "rdma: 'device' must be a string (got 3)");
+  // An object given as something else: its fields were said to be missing, or (rdma) the
+  // defaults used.
+  EXPECT_EQ(error([](auto& j) { j["rdma"] = "mlx5_1"; }), "rdma: must be an object of --rdma-* settings (got \"mlx5_1\")");
+  EXPECT_EQ(error([](auto& j) { j["load"] = 5; }), "scenario: 'load' must be an object");
 }
 
 // Found by tests/fuzz/scenario_json_fuzz: nlohmann's get<int>() of 1e10 is undefined

@@ -1,11 +1,6 @@
 #include "worker/trainer/trace.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "inputs/input_file.h"
@@ -65,13 +60,8 @@ nlohmann::json GradientTrace::ToJson() const {
 }
 
 absl::Status GradientTrace::Write(const std::string& path) const {
-  const int fd = OpenOutput(path, O_CREAT | O_TRUNC);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--write-trace=", path, ": cannot write: ", OpenOutputError(path, errno)));
-  }
-  const int err = WriteAll(fd, ToJson().dump(1) + "\n");
-  if (::close(fd) != 0 || err != 0) {
-    return absl::InternalError(absl::StrCat("--write-trace=", path, ": write failed: ", std::strerror(err != 0 ? err : errno)));
+  if (absl::Status s = WriteOutputFile(path, ToJson().dump(1) + "\n"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("--write-trace=", path, ": ", s.message()));
   }
   return absl::OkStatus();
 }
