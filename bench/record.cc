@@ -330,9 +330,9 @@ absl::Status CheckConfig(const json& j) {
         absl::StrCat("field 'config' is missing (the settings this ", benchmark, " record was measured with)"));
   }
   if (!config.is_object()) return WrongType("config", "an object");
-  // A number at least `least`, required; false when absent or wrongly typed (then `status`).
+  // A number at least `least`, required, and an integer when a count (Settings() reads it as
+  // one); nullopt when it is not (then `status` says why).
   absl::Status status;
-  // A count (iterations, window, ...) is an integer: Settings() reads it as one.
   auto number = [&config, &status](const char* key, double least, bool count = true) -> std::optional<double> {
     const std::string name = absl::StrCat("config.", key);
     double d = 0;

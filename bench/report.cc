@@ -17,12 +17,12 @@
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
 #include "bench/figures.h"
-#include "bench/json_text.h"
 #include "bench/load_report.h"
 #include "bench/open_loop.h"
 #include "bench/sysinfo.h"
 #include "inputs/input_file.h"
 #include "fmt/core.h"
+#include "payloads/json_field.h"
 #include "payloads/size.h"
 
 namespace psbench {

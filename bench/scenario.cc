@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/json_text.h"
 #include "bench/memory_limit.h"
 #include "bench/sysinfo.h"
 #include "inputs/address.h"

@@ -5,8 +5,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/json_text.h"
 #include "bench/sysinfo.h"
+#include "payloads/json_field.h"
 #include "transports/limit_flags.h"
 #include "transports/tls_flags.h"
 

@@ -190,12 +190,9 @@ int RunUpdates(Session& session, Scenario s) {
   auto plans = s.Plans(PayloadMemoryCheckOf(session));
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   if (absl::Status st = CheckReplay(*settings, plans->front()); !st.ok()) Die(kProgram, st, kExitUsage);
-  const size_t tensors = settings->timed ? TimedModelOf(*plans->front().timing).tensor_bytes.size()
-                                         : plans->front().AllSizes().size();
-  if (tensors < static_cast<size_t>(o.num_ps)) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payloads' buffers) for ",
-                               o.num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
-        kExitUsage);
+  const size_t tensors = UpdatesModelBytes(*settings, plans->front()).size();
+  if (absl::Status st = CheckUpdatesModel(tensors, o.num_ps); !st.ok()) {
+    Die(kProgram, st, kExitUsage);
   }
   if (absl::Status st = CheckTransportsLaunch(session, {s.transport}); !st.ok()) Die(kProgram, st, kExitUsage);
   if (settings->timed) {

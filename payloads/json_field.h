@@ -1,4 +1,8 @@
-// Fields read from JSON files (scenarios, the --rdma-* hand-over), each error naming its key:
+// JSON in and out of psbench's files. Out: text of values that hold the user's bytes (paths,
+// labels, the command line): nlohmann's dump() throws on a string that is not UTF-8, and a
+// record lost at the end of a run over one byte of a file name is worse than that byte shown
+// as U+FFFD. In: fields read from JSON files (scenarios, the --rdma-* hand-over), each error
+// naming its key:
 // nlohmann's own say "type must be number, but is null" or "key 'transport' not found" and
 // not which. Integers without nlohmann's silent conversions: get<int>() turns 1e10 into
 // whatever the cast gives (undefined behaviour for a float out of range) and 4294967312 into
@@ -11,10 +15,26 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "nlohmann/json.hpp"
 
 namespace psbench {
+
+// `j` as text (`indent` as dump()'s), any byte that is not UTF-8 replaced by U+FFFD.
+inline std::string DumpJson(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Whether `s` is UTF-8, which a JSON string holds as it is.
+inline bool IsUtf8(std::string_view s) {
+  try {
+    (void)nlohmann::json(std::string(s)).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
 
 // `value` as a T when it is a JSON integer in T's range (1.0 and 1e3 are floats: refused).
 template <typename T>
@@ -53,8 +73,7 @@ inline const nlohmann::json& JsonField(const nlohmann::json& j, const std::strin
 
 // JsonFieldError "'KEY' must be WHAT (got VALUE)".
 [[noreturn]] inline void JsonFieldIsNot(const nlohmann::json& j, const std::string& key, const std::string& what) {
-  throw JsonFieldError("'" + key + "' must be " + what + " (got " +
-                       JsonField(j, key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")");
+  throw JsonFieldError("'" + key + "' must be " + what + " (got " + DumpJson(JsonField(j, key)) + ")");
 }
 
 // j[key] as a T, or JsonFieldError naming the key.

@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "inputs/input_file.h"
 #include "payloads/cat.h"
+#include "payloads/json_field.h"
 #include "payloads/spec.h"
 #include "payloads/trace_internal.h"
 
@@ -21,7 +22,7 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 30;
 
 std::string Show(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text = DumpJson(value);
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   return text;
 }

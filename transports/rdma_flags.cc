@@ -91,7 +91,7 @@ absl::StatusOr<RdmaOptions> RdmaOptionsFromJson(const nlohmann::json& j) {
   RdmaOptions o;
   if (!j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rdma: must be an object of --rdma-* settings (got ", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), ")"));
+        "rdma: must be an object of --rdma-* settings (got ", DumpJson(j), ")"));
   }
   try {
     o.device = JsonStringField(j, "device", o.device);

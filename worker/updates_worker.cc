@@ -86,6 +86,17 @@ absl::Status CheckReplay(const UpdatesSettings& settings, const PayloadPlan& pla
       "(ready times per step), not sizes only");
 }
 
+std::vector<uint64_t> UpdatesModelBytes(const UpdatesSettings& settings, const PayloadPlan& plan) {
+  return settings.timed ? TimedModelOf(*plan.timing).tensor_bytes : plan.AllSizes();
+}
+
+absl::Status CheckUpdatesModel(size_t tensors, size_t num_ps) {
+  if (tensors >= num_ps) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--benchmark=updates: ", tensors, " tensors (the payloads' buffers) for ",
+                                                 num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, "
+                                                 "use fewer PS)"));
+}
+
 std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& s) {
   std::vector<std::string> args = {absl::StrCat("--steps=", s.steps), s.sync ? "--sync" : "--async"};
   if (s.timed) args.push_back("--replay=timed");
@@ -99,21 +110,13 @@ int RunUpdatesWorker(const Scenario& scenario, Client& client, const UpdatesSett
   if (!plans.ok()) Die(kProgram, plans.status(), kExitUsage);
   const PayloadPlan& plan = plans->front();
   if (absl::Status s = CheckReplay(settings, plan); !s.ok()) Die(kProgram, s, kExitUsage);
-  // The model: every payload's buffers (a trace's groups together), each a float32 tensor
-  // (sizes rounded up); timed, the trace's tensors that have a gradient, in model order, with
-  // its buckets.
+  // The model, each tensor a float32 one (sizes rounded up); timed, with the trace's buckets.
   TimedModel timed_model;
   if (settings.timed) timed_model = TimedModelOf(*plan.timing);
   std::vector<uint64_t> elements;
-  for (uint64_t bytes : settings.timed ? timed_model.tensor_bytes : plan.AllSizes()) {
-    elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
-  }
+  for (uint64_t bytes : UpdatesModelBytes(settings, plan)) elements.push_back(std::max<uint64_t>(1, (bytes + 3) / 4));
   const size_t num_ps = client.num_servers();
-  if (elements.size() < num_ps) {
-    Die(kProgram, absl::StrCat("--benchmark=updates: ", elements.size(), " tensors (the payloads' buffers) for ",
-                               num_ps, " PS; each PS needs at least one (raise --buffers; with a trace, use fewer PS)"),
-        kExitUsage);
-  }
+  if (absl::Status s = CheckUpdatesModel(elements.size(), num_ps); !s.ok()) Die(kProgram, s, kExitUsage);
   if (absl::Status exact = CheckExact(settings, scenario.num_workers); !exact.ok()) Die(kProgram, exact, kExitUsage);
   const uint64_t seed = scenario.payload.seed;
   const uint32_t W = static_cast<uint32_t>(scenario.num_workers);

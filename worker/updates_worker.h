@@ -39,6 +39,11 @@ struct UpdatesSettings {
 absl::StatusOr<UpdatesSettings> UpdatesSettingsFromFlags(int num_workers);
 // --replay=timed needs a trace with ready times (psbench-trace/2); InvalidArgument otherwise.
 absl::Status CheckReplay(const UpdatesSettings& settings, const PayloadPlan& plan);
+// The model's tensors, bytes each: every payload's buffers in order (a trace's groups
+// together); timed, the trace's tensors that have a gradient, in model order.
+std::vector<uint64_t> UpdatesModelBytes(const UpdatesSettings& settings, const PayloadPlan& plan);
+// InvalidArgument when the model has fewer tensors than PS (each PS needs one).
+absl::Status CheckUpdatesModel(size_t tensors, size_t num_ps);
 // The worker command-line flags that reproduce `settings`.
 std::vector<std::string> UpdatesWorkerArgs(const UpdatesSettings& settings);
 

@@ -13,12 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/cli.h"
-#include "bench/json_text.h"
 #include "bench/run_status.h"
 #include "bench/sysinfo.h"
 #include "cli/launch/launch.h"
 #include "cli/launch/ps_address.h"
 #include "fmt/core.h"
+#include "payloads/json_field.h"
 #include "transports/rdma_flags.h"
 
 namespace psbench {
