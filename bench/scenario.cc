@@ -96,20 +96,22 @@ absl::Status LoadFromJson(const nlohmann::json& j, Scenario* s) {
   auto kind = [](const nlohmann::json& o, const char* what) -> absl::StatusOr<LoadKind> {
     // Else its fields would be said to be missing.
     if (!o.is_object()) throw JsonFieldError(absl::StrCat("'", what, "' must be an object"));
-    auto parsed = ParseLoadKind(JsonStringField(o, "kind"));
+    auto parsed = ParseLoadKind(InJsonObject(what, [&] { return JsonStringField(o, "kind"); }));
     if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("scenario: '", what, "' has an unknown kind"));
     return *parsed;
   };
   if (j.contains("load")) {
     auto k = kind(j["load"], "load");
     if (!k.ok()) return k.status();
-    s->load = {*k, JsonNumberField(j["load"], "rate", 0.0)};
+    s->load = {*k, InJsonObject("load", [&] { return JsonNumberField(j["load"], "rate", 0.0); })};
   }
   if (j.contains("load_sweep")) {
     const nlohmann::json& w = j["load_sweep"];
     auto k = kind(w, "load_sweep");
     if (!k.ok()) return k.status();
-    s->load_sweep = LoadSweep{*k, JsonNumberField(w, "lo"), JsonNumberField(w, "hi"), JsonNumberField(w, "factor")};
+    s->load_sweep = InJsonObject("load_sweep", [&] {
+      return LoadSweep{*k, JsonNumberField(w, "lo"), JsonNumberField(w, "hi"), JsonNumberField(w, "factor")};
+    });
   }
   if (j.contains("max_in_flight")) s->max_in_flight = JsonIntegerField<int>(j, "max_in_flight");
   return absl::OkStatus();

@@ -76,6 +76,19 @@ inline const nlohmann::json& JsonField(const nlohmann::json& j, const std::strin
   throw JsonFieldError("'" + key + "' must be " + what + " (got " + DumpJson(JsonField(j, key)) + ")");
 }
 
+// read() for the fields of the object j[OBJECT], a field it finds wrong named with its object
+// ("'load.rate' must be a number"): a bare 'rate' does not say where to look.
+template <typename F>
+auto InJsonObject(const std::string& object, F read) {
+  try {
+    return read();
+  } catch (const JsonFieldError& e) {
+    std::string what = e.what();
+    if (what.starts_with("'")) what.insert(1, object + ".");
+    throw JsonFieldError(what);
+  }
+}
+
 // j[key] as a T, or JsonFieldError naming the key.
 template <typename T>
 T JsonIntegerField(const nlohmann::json& j, const std::string& key) {

@@ -87,7 +87,14 @@ TEST(ScenarioTest, AFieldOfTheWrongTypeOrMissingIsNamed) {
   EXPECT_EQ(error([](auto& j) { j["ps"] = {1}; }), "scenario: 'ps' must be a list of HOST:PORT strings (got [1])");
   EXPECT_EQ(error([](auto& j) { j["busy_poll"] = "yes"; }), "scenario: 'busy_poll' must be true or false (got \"yes\")");
   EXPECT_EQ(error([](auto& j) { j["validate"] = 1; }), "scenario: 'validate' must be true or false (got 1)");
-  EXPECT_EQ(error([](auto& j) { j["load"]["rate"] = "fast"; }), "scenario: 'rate' must be a number (got \"fast\")");
+  // A field of a nested object is named with its object.
+  EXPECT_EQ(error([](auto& j) { j["load"]["rate"] = "fast"; }), "scenario: 'load.rate' must be a number (got \"fast\")");
+  EXPECT_EQ(error([](auto& j) { j["load"].erase("kind"); }), "scenario: 'load.kind' is missing");
+  EXPECT_EQ(error([](auto& j) {
+              j.erase("load");
+              j["load_sweep"] = {{"kind", "poisson"}, {"lo", 10}, {"hi", nullptr}, {"factor", 2}};
+            }),
+            "scenario: 'load_sweep.hi' must be a number (got null)");
   EXPECT_EQ(error([](auto& j) { j.erase("iterations"); }), "scenario: 'iterations' is missing");
   EXPECT_EQ(error([](auto& j) { j["rdma"]["device"] = 3; }), "rdma: 'device' must be a string (got 3)");
   // An object given as something else: its fields were said to be missing, or (rdma) the
