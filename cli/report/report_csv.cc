@@ -25,9 +25,29 @@ bool AllScalars(const json& array) {
   return true;
 }
 
+// "TEXT" with its quotes doubled, as CSV quotes a cell.
+std::string InQuotes(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A key as a part of a column name. A key a column name cannot tell apart (one with a dot, one
+// that starts with a quote, an empty one, a record's own "source") is quoted, quotes doubled:
+// {"a.b": 1} and {"a": {"b": 2}} are the columns "a.b" and a.b, not one column keeping one value.
+std::string ColumnKey(const std::string& key, bool top) {
+  if (!key.empty() && key.find('.') == std::string::npos && key[0] != '"' && !(top && key == "source")) return key;
+  return InQuotes(key);
+}
+
 void Flatten(const json& v, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
   if (v.is_object()) {
-    for (const auto& [key, child] : v.items()) Flatten(child, path.empty() ? key : absl::StrCat(path, ".", key), out);
+    for (const auto& [key, child] : v.items()) {
+      Flatten(child, path.empty() ? ColumnKey(key, true) : absl::StrCat(path, ".", ColumnKey(key, false)), out);
+    }
   } else if (v.is_array() && AllScalars(v)) {
     std::vector<std::string> cells;
     for (const json& e : v) cells.push_back(Scalar(e));
@@ -40,13 +60,7 @@ void Flatten(const json& v, const std::string& path, std::vector<std::pair<std::
 }
 
 std::string Quoted(const std::string& cell) {
-  if (cell.find_first_of(",\"\r\n") == std::string::npos) return cell;
-  std::string out = "\"";
-  for (char c : cell) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
+  return cell.find_first_of(",\"\r\n") == std::string::npos ? cell : InQuotes(cell);
 }
 
 }  // namespace

@@ -422,6 +422,19 @@ TEST(ReportCsvTest, FlatColumnsOneRowPerRecord) {
             "r.jsonl:2,bandwidth,,10,0,,,,,4,,100.0,true\r\n");
 }
 
+// Keys a column name cannot tell apart each keep their own column: a key with a dot beside the
+// same path nested, and a record's own "source" beside the column naming the input line.
+TEST(ReportCsvTest, KeysThatFlattenAlikeKeepTheirOwnColumns) {
+  std::vector<Input> records = {
+      {*RecordFromJson(nlohmann::json::parse(R"({"benchmark":"latency","config":{"warmup_iterations":0,"iterations":1},)"
+                                             R"("x":{"a.b":1,"a":{"b":2},"\"q":3},"source":"mine"})")),
+       "r.jsonl:1"}};
+  EXPECT_EQ(RenderCsv(records),
+            "source,benchmark,config.iterations,config.warmup_iterations,\"\"\"source\"\"\",\"x.\"\"\"\"\"\"q\"\"\",x.a.b,"
+            "\"x.\"\"a.b\"\"\"\r\n"
+            "r.jsonl:1,latency,1,0,mine,3,2,1\r\n");
+}
+
 TEST(ReportInputTest, RefusesWhatItCannotTabulate) {
   auto fails = [](const std::vector<json>& list, ReportOptions o = {}) {
     o.inputs = {"t.jsonl"};
