@@ -163,6 +163,12 @@ int Main(int argc, char** argv) {
   auto scenario = LoadScenario();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
   if (absl::Status s = ValidateScenario(*scenario); !s.ok()) Die(kProgram, s, kExitUsage);
+  // It names the run's barriers on the PS, which holds names of at most 1 KiB.
+  if (scenario->run_id.empty() || scenario->run_id.size() > 256) {
+    Die(kProgram,
+        absl::InvalidArgumentError(absl::StrCat("--run-id must be 1 to 256 bytes (got ", scenario->run_id.size(), ")")),
+        kExitUsage);
+  }
   if (absl::Status s = CheckFlagsApply(ShapeOf(*scenario, training.has_value())); !s.ok()) {
     Die(kProgram, s, kExitUsage);
   }

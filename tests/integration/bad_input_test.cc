@@ -308,6 +308,8 @@ const std::vector<BadInput> kWorkerCases = {
      {"--benchmark=bandwidth", "one PS"}},
     {"WorkerIndexOutOfRange", Tool::kWorker, {"--num-workers=2", "--worker-index=2"},
      {"--worker-index"}},
+    {"RunIdEmpty", Tool::kWorker, {"--run-id="}, {"--run-id must be 1 to 256 bytes (got 0)"}},
+    {"RunIdTooLong", Tool::kWorker, {"--run-id=" + std::string(300, 'r')}, {"--run-id must be 1 to 256 bytes (got 300)"}},
     {"UnreadableScenario", Tool::kWorker, {"--scenario=$DIR/missing.json"}, {"--scenario"}},
     // Written as the run goes, where a failed write went unsaid.
     {"ProgressFileInNoDirectory", Tool::kWorker, {"--progress-file=$DIR/no/such/p"}, {"--progress-file=", "cannot write"}},

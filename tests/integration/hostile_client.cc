@@ -314,6 +314,28 @@ int main(int argc, char** argv) {
     psbench::wire::GoodbyeRequest g;
     g.set_session_id(0xdeadbeef);
     CallAttack("control/goodbye-unknown", "/psbench.wire.PsControl/Goodbye", g.SerializeAsString());
+    // A name longer than any run's barrier: refused, not held.
+    b.set_name(std::string(2048, 'n'));
+    b.set_parties(1);
+    b.set_worker_index(0);
+    CallAttack("control/barrier-long-name", "/psbench.wire.PsControl/Barrier", b.SerializeAsString(),
+               grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    // A session id is what lets its worker say goodbye; one a stranger could guess (the small
+    // numbers a counter gives) would let it hide that worker's loss.
+    auto stub = psbench::wire::PsControl::NewStub(NewChannel());
+    int answered = 0;
+    for (uint64_t id = 1; id <= 256; ++id) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      psbench::wire::GoodbyeRequest g;
+      g.set_session_id(id);
+      psbench::wire::GoodbyeReply reply;
+      if (stub->Goodbye(&ctx, g, &reply).ok()) ++answered;
+    }
+    Report(answered == 0, "control/goodbye-guess",
+           std::to_string(answered) + " of the session ids 1 to 256 were open");
   }
   CallAttack("control/verbs-garbage", "/psbench.wire.PsVerbs/Session", Garbage(256, 5));
   // (A well-formed Hello from another job is answered: the worker, not the PS, compares jobs.)

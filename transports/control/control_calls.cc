@@ -6,10 +6,11 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_format.h"
+#include "transports/control/barriers.h"
 #include "transports/control/call_data.h"
 #include "transports/control/channel.h"
 
@@ -71,83 +72,6 @@ class InfoCall final : public CallData {
   bool done_ = false;
 };
 
-// Polled barriers (see BarrierRequest in psbench.proto). An arrival is (worker index, nonce);
-// arrivals not refreshed within kLease expire, so a worker that died is not counted.
-class Barriers {
- public:
-  grpc::Status Poll(const wire::BarrierRequest& r, wire::BarrierReply* reply) {
-    using Clock = std::chrono::steady_clock;
-    // Live callers poll every millisecond; a lease this short keeps a worker that just died
-    // from being counted, and is still far above any scheduling hiccup.
-    constexpr auto kLease = std::chrono::milliseconds(500);
-    constexpr auto kDuplicate = std::chrono::milliseconds(250);
-    constexpr auto kForget = std::chrono::seconds(60);
-    if (r.parties() < 1 || r.worker_index() < 0 || r.worker_index() >= r.parties()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrFormat("barrier '%s': worker index %d is outside [0, %d)",
-                                          r.name(), r.worker_index(), r.parties()));
-    }
-    std::lock_guard lock(mu_);
-    auto now = Clock::now();
-    std::erase_if(barriers_, [&](const auto& kv) {
-      return !kv.second.released.empty() && now - kv.second.released_at > kForget;
-    });
-    Barrier& b = barriers_[r.name()];
-    std::pair<int, uint64_t> me{r.worker_index(), r.nonce()};
-    if (b.released.contains(me)) {
-      reply->set_released(true);
-      reply->set_arrived(b.parties);
-      return grpc::Status::OK;
-    }
-    if (!b.released.empty() || b.waiting.empty()) {  // a new round, perhaps of a new run
-      b.released.clear();
-      b.parties = r.parties();
-    }
-    if (r.parties() != b.parties) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrFormat("barrier '%s' waits for %d workers, this one says %d "
-                                          "(same --num-workers everywhere?)",
-                                          r.name(), b.parties, r.parties()));
-    }
-    std::erase_if(b.waiting, [&](const auto& kv) { return now - kv.second.seen > kLease; });
-    auto it = b.waiting.find(r.worker_index());
-    if (it != b.waiting.end() && it->second.nonce != r.nonce() && now - it->second.seen < kDuplicate) {
-      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                          absl::StrFormat("two live workers use --worker-index=%d at barrier '%s'",
-                                          r.worker_index(), r.name()));
-    }
-    b.waiting[r.worker_index()] = {r.nonce(), now};
-    if (static_cast<int>(b.waiting.size()) == b.parties) {
-      for (const auto& [index, arrival] : b.waiting) b.released.insert({index, arrival.nonce});
-      b.waiting.clear();
-      b.released_at = now;
-      reply->set_released(true);
-      reply->set_arrived(b.parties);
-      return grpc::Status::OK;
-    }
-    reply->set_arrived(static_cast<int>(b.waiting.size()));
-    constexpr int kMaxMissing = 32;  // a bounded reply, whatever --num-workers says
-    for (int i = 0; i < b.parties && reply->missing_size() < kMaxMissing; ++i) {
-      if (!b.waiting.contains(i)) reply->add_missing(i);
-    }
-    return grpc::Status::OK;
-  }
-
- private:
-  struct Arrival {
-    uint64_t nonce;
-    std::chrono::steady_clock::time_point seen;
-  };
-  struct Barrier {
-    int parties = 0;
-    std::map<int, Arrival> waiting;
-    std::set<std::pair<int, uint64_t>> released;
-    std::chrono::steady_clock::time_point released_at;
-  };
-  std::mutex mu_;
-  std::map<std::string, Barrier> barriers_;
-};
-
 class BarrierCall final : public CallData {
  public:
   BarrierCall(wire::PsControl::AsyncService* service, grpc::ServerCompletionQueue* cq,
@@ -191,7 +115,11 @@ class Sessions {
   bool TryAdd(grpc::ServerContext* session, uint64_t* id) {
     std::lock_guard lock(mu_);
     if (static_cast<int>(open_.size()) >= max_) return false;
-    *id = next_id_++;
+    // Unguessable: the id is what lets its holder say goodbye, and a goodbye said by anyone
+    // else would hide the loss of the worker holding it.
+    do {
+      *id = absl::Uniform<uint64_t>(random_);
+    } while (*id == 0 || open_.contains(*id));
     open_.emplace(*id, Open{session, false});
     return true;
   }
@@ -231,7 +159,7 @@ class Sessions {
   std::atomic<uint64_t> lost_{0};
   std::mutex mu_;
   std::map<uint64_t, Open> open_;
-  uint64_t next_id_ = 1;  // 0: no session (a PS without sessions)
+  absl::BitGen random_;  // ids; 0: no session (a PS without sessions)
   bool stopping_ = false;
 };
 
