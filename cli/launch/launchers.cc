@@ -398,6 +398,11 @@ std::string ShellQuote(const std::string& word) {
   return out + "'";
 }
 
+// Far above any run (256 workers and their PS), and what a host list may hold at all: each slot
+// is a string held in memory.
+constexpr int kMaxSlotsPerHost = 4096;
+constexpr int kMaxSlots = 65536;
+
 absl::StatusOr<std::vector<std::string>> ReadHostFile(const std::string& path) {
   absl::StatusOr<std::string> file = ReadInputFile(path, "--hostfile", MaxInputSize());
   if (!file.ok()) return absl::InvalidArgumentError(file.status().message());
@@ -417,10 +422,13 @@ absl::StatusOr<std::vector<std::string>> ReadHostFile(const std::string& path) {
     for (size_t w = 1; w < words.size(); ++w) {
       absl::string_view value = words[w];
       if (!absl::ConsumePrefix(&value, "slots=") || !absl::SimpleAtoi(value, &count) || count < 1 ||
-          count > 4096) {
+          count > kMaxSlotsPerHost) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where(), "'", words[w], "': expected HOST or HOST slots=N (N in [1, 4096])"));
+            where(), "'", words[w], "': expected HOST or HOST slots=N (N in [1, ", kMaxSlotsPerHost, "])"));
       }
+    }
+    if (count > kMaxSlots - static_cast<int>(slots.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), "the file lists over ", kMaxSlots, " slots"));
     }
     for (int i = 0; i < count; ++i) slots.emplace_back(words[0]);
   }
@@ -444,6 +452,10 @@ absl::StatusOr<std::vector<int>> ParseSlurmTasksPerNode(const std::string& text)
     }
     if (!absl::SimpleAtoi(count, &tasks) || tasks < 1) {
       return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": cannot read '", part, "'"));
+    }
+    if (tasks > kMaxSlotsPerHost || repeat > kMaxSlots - static_cast<int>(out.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": '", part, "' is over ",
+                                                     kMaxSlotsPerHost, " tasks a node or ", kMaxSlots, " nodes"));
     }
     out.insert(out.end(), repeat, tasks);
   }

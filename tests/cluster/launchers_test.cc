@@ -63,8 +63,12 @@ TEST(HostFileTest, BadFilesNameTheLine) {
            {"node01\nnode02 slots=0\n", "line 2"},
            {"node01 cores=4\n", "slots=N"},
            {"-oProxyCommand=x\n", "not a host name"},
-           {"# nothing\n\n", "lists no host"}}) {
-    std::string path = WriteTemp(text);
+           {"# nothing\n\n", "lists no host"},
+           {"node01 slots=4097\n", "N in [1, 4096]"},
+           {std::string(), "line 17: the file lists over 65536 slots"}}) {
+    std::string file = text;  // empty: 17 lines of 4096 slots each
+    for (int i = 0; text.empty() && i < 17; ++i) file += "node" + std::to_string(i) + " slots=4096\n";
+    std::string path = WriteTemp(file);
     auto slots = ReadHostFile(path);
     unlink(path.c_str());
     ASSERT_FALSE(slots.ok()) << text;
@@ -76,7 +80,9 @@ TEST(HostFileTest, BadFilesNameTheLine) {
 TEST(SlurmTasksPerNodeTest, RepeatsExpand) {
   EXPECT_THAT(*ParseSlurmTasksPerNode("2(x3),1"), ElementsAre(2, 2, 2, 1));
   EXPECT_THAT(*ParseSlurmTasksPerNode("4"), ElementsAre(4));
-  for (const char* bad : {"", "0", "2(x0)", "2(x3", "a", "1,,2"}) {
+  // Over a node's most, or more nodes than any allocation: refused, not a vector of 2^31.
+  for (const char* bad : {"", "0", "2(x0)", "2(x3", "a", "1,,2", "2147483647", "4097", "1(x65537)",
+                          "1(x65536),1", "1(x2147483647)"}) {
     EXPECT_FALSE(ParseSlurmTasksPerNode(bad).ok()) << bad;
   }
 }
