@@ -18,6 +18,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "bench/floors/floor_limits.h"
 #include "bench/process/alloc_policy.h"
 #include "bench/process/mutex_policy.h"
 #include "fmt/core.h"
@@ -281,9 +282,13 @@ ClientOptions client_options_from_flags() {
   opts.iterations = absl::GetFlag(FLAGS_iterations);
   opts.warmup = absl::GetFlag(FLAGS_warmup);
   opts.window = absl::GetFlag(FLAGS_window);
-  if (opts.iterations < 0) usage_error("--iterations must be >= 0 (0 = default)");
-  if (opts.warmup < -1) usage_error("--warmup must be >= 0 (or -1 = 10% of iterations)");
-  if (opts.window < 1) usage_error("--window must be >= 1");
+  if (opts.iterations < 0 || opts.iterations > kMaxIterations) {
+    usage_error(fmt::format("--iterations must be in [0, {}] (0 = default)", kMaxIterations));
+  }
+  if (opts.warmup < -1 || opts.warmup > kMaxIterations) {
+    usage_error(fmt::format("--warmup must be in [0, {}] (or -1 = 10% of iterations)", kMaxIterations));
+  }
+  if (opts.window < 1 || opts.window > kMaxWindow) usage_error(fmt::format("--window must be in [1, {}]", kMaxWindow));
   opts.cpu = absl::GetFlag(FLAGS_cpu);
   opts.json_path = absl::GetFlag(FLAGS_json);
   return opts;

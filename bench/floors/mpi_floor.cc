@@ -23,10 +23,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/process/alloc_policy.h"
 #include "bench/process/mutex_policy.h"
 #include "bench/cli.h"
+#include "bench/floors/floor_limits.h"
 #include "fmt/core.h"
 #include "nlohmann/json.hpp"
 #include "payloads/payload.h"
@@ -118,9 +120,18 @@ int Main(int argc, char** argv) {
     sizes.push_back(*size);
   }
   int window = absl::GetFlag(FLAGS_window);
-  if (window < 1 || window > 4096) Die(kProgram, "--window must be in [1, 4096]", kExitUsage);
+  if (window < 1 || window > floors::kMaxWindow) {
+    Die(kProgram, absl::StrCat("--window must be in [1, ", floors::kMaxWindow, "]"), kExitUsage);
+  }
   int64_t iterations_flag = absl::GetFlag(FLAGS_iterations);
-  if (iterations_flag < 0) Die(kProgram, "--iterations must be >= 0", kExitUsage);
+  if (iterations_flag < 0 || iterations_flag > floors::kMaxIterations) {
+    Die(kProgram, absl::StrCat("--iterations must be in [0, ", floors::kMaxIterations, "] (0 = default)"), kExitUsage);
+  }
+  const int64_t warmup_flag = absl::GetFlag(FLAGS_warmup);
+  if (warmup_flag < -1 || warmup_flag > floors::kMaxIterations) {
+    Die(kProgram, absl::StrCat("--warmup must be in [0, ", floors::kMaxIterations, "] (or -1 = 10% of iterations)"),
+        kExitUsage);
+  }
   std::ofstream json;
   if (rank == 0 && !absl::GetFlag(FLAGS_json).empty()) {
     json.open(absl::GetFlag(FLAGS_json), std::ios::app);
@@ -152,8 +163,7 @@ int Main(int argc, char** argv) {
     }
     for (uint64_t size : sizes) {
       int64_t iterations = iterations_flag > 0 ? iterations_flag : DefaultIterations(size);
-      int64_t warmup = absl::GetFlag(FLAGS_warmup) >= 0 ? absl::GetFlag(FLAGS_warmup)
-                                                        : iterations / 10;
+      int64_t warmup = warmup_flag >= 0 ? warmup_flag : iterations / 10;
       // Allocated as psbench allocates payloads (page-aligned from 4 KiB up): the floor must
       // not pay for a misaligned copy that psbench does not.
       Payload message(std::vector<uint64_t>{size}, /*seed=*/size);

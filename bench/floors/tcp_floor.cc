@@ -59,12 +59,28 @@ using floors::usage_error;
 constexpr std::string_view kProg = "psbench-floor-tcp";
 constexpr uint32_t kHelloMagic = 0x4c465350;  // "PSFL"
 enum class Mode : uint32_t { kPingpong = 1, kStream = 2 };
+// The server echoes the Hello: a client dialling something else hears nothing back.
 struct Hello {
   uint32_t magic;
   uint32_t mode;
 };
 
 // ---- socket I/O ------------------------------------------------------------
+
+// No floor run leaves a socket idle this long: the server drops a connection idle for kIdle
+// (one that never speaks must not hold the serial accept loop), and the client gives up on
+// a server silent for longer (it may be queued behind such a connection).
+constexpr int kIdleSeconds = 5;
+constexpr int kClientWaitSeconds = 3 * kIdleSeconds;
+constexpr int kHandshakeSeconds = kIdleSeconds + 2;
+
+void set_timeouts(int fd, int seconds) {
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+bool timed_out() { return errno == EAGAIN || errno == EWOULDBLOCK; }
 
 volatile sig_atomic_t g_stop = 0;
 volatile sig_atomic_t g_listen_fd = -1;
@@ -177,9 +193,14 @@ bool serve_connection(int fd) {
   if (io == Io::kEof) return true;
   if (io != Io::kOk || hello.magic != kHelloMagic ||
       (hello.mode != static_cast<uint32_t>(Mode::kPingpong) && hello.mode != static_cast<uint32_t>(Mode::kStream))) {
-    fmt::print(stderr, "{}: bad handshake from client\n", kProg);
+    fmt::print(stderr, "{}: {}\n", kProg,
+               io != Io::kOk && timed_out()
+                   ? fmt::format("a client sent no handshake in {} s: dropped", kIdleSeconds)
+                   : std::string("bad handshake from client"));
     return false;
   }
+  iovec back{&hello, sizeof(hello)};
+  if (write_all(fd, &back, 1) != Io::kOk) return false;
   const bool pingpong = hello.mode == static_cast<uint32_t>(Mode::kPingpong);
   Buffer buf;
   while (true) {
@@ -195,7 +216,11 @@ bool serve_connection(int fd) {
       }
     }
     if (io != Io::kOk) {
-      if (!g_stop) fmt::print(stderr, "{}: connection error: {}\n", kProg, errno_str());
+      if (!g_stop && timed_out()) {
+        fmt::print(stderr, "{}: a client idle for {} s: dropped\n", kProg, kIdleSeconds);
+      } else if (!g_stop) {
+        fmt::print(stderr, "{}: connection error: {}\n", kProg, errno_str());
+      }
       return false;
     }
   }
@@ -234,6 +259,7 @@ int run_server() {
       fatal(fmt::format("accept: {}", errno_str()));
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    set_timeouts(fd, kIdleSeconds);
     g_conn_fd = fd;
     if (!g_stop) serve_connection(fd);
     g_conn_fd = -1;
@@ -260,11 +286,22 @@ int run_client() {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto check = [&](Io io, std::string_view what) {
     if (io == Io::kEof) fatal(fmt::format("{}: server closed the connection", what));
+    if (io != Io::kOk && timed_out()) {
+      fatal(fmt::format("{}: {} said nothing for {} s", what, opts.address, kClientWaitSeconds));
+    }
     if (io != Io::kOk) fatal(fmt::format("{}: {}", what, errno_str()));
   };
-  Hello hello{kHelloMagic, static_cast<uint32_t>(opts.pingpong ? Mode::kPingpong : Mode::kStream)};
-  iovec hiov{&hello, sizeof(hello)};
-  check(write_all(fd, &hiov, 1), "handshake");
+  // The server answers the Hello with itself; anything else (or silence) is not a TCP floor.
+  const Hello hello{kHelloMagic, static_cast<uint32_t>(opts.pingpong ? Mode::kPingpong : Mode::kStream)};
+  Hello answer{};
+  iovec hiov{const_cast<Hello*>(&hello), sizeof(hello)};
+  set_timeouts(fd, kHandshakeSeconds);
+  if (write_all(fd, &hiov, 1) != Io::kOk || read_exact(fd, &answer, sizeof(answer)) != Io::kOk ||
+      std::memcmp(&answer, &hello, sizeof(hello)) != 0) {
+    usage_error(fmt::format("{} is not a psbench-floor-tcp --server (no answer to the handshake in {} s)",
+                            opts.address, kHandshakeSeconds));
+  }
+  set_timeouts(fd, kClientWaitSeconds);
 
   const uint64_t max_size = *std::max_element(opts.sizes.begin(), opts.sizes.end());
   auto payload = std::make_unique<char[]>(max_size);

@@ -2,7 +2,11 @@
 // line names its port, then clients that measure and write records. Their figures stand beside
 // psbench's in the tour and in bench/RESULTS.md, so a floor that measured nothing, or
 // something else, would make every comparison wrong.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -100,6 +104,58 @@ TEST_F(FloorsTest, TcpFloorEchoesAndStreams) {
   auto stream = Client("psbench-floor-tcp", port, {"--test=stream", "--size=1M", "--iterations=40"});
   ASSERT_EQ(stream.size(), 1u);
   EXPECT_GT(stream[0].value("mb_per_s", 0.0), 0) << stream[0].dump();
+}
+
+// A loopback socket listening on a free port that never answers; its port.
+int SilentListener(int* fd) {
+  *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(*fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(*fd, 4) != 0) return 0;
+  getsockname(*fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+// Neither side of the TCP floor waits without end: a client dialling something that is not a
+// floor server says so (it used to print its header and block forever), and a connection that
+// never speaks no longer holds the server's one-at-a-time accept loop from the next client.
+TEST_F(FloorsTest, TcpFloorWaitsForNoOneForever) {
+  int silent = -1;
+  const int silent_port = SilentListener(&silent);
+  ASSERT_GT(silent_port, 0);
+  RunResult lost = RunCommand({BinPath("psbench-floor-tcp"), "--connect=127.0.0.1:" + std::to_string(silent_port),
+                               "--size=1K", "--iterations=5"},
+                              seconds(30));
+  close(silent);
+  ExpectOneLineFailure(lost, 2, "psbench-floor-tcp",
+                       {"127.0.0.1:" + std::to_string(silent_port), "is not a psbench-floor-tcp --server"});
+  EXPECT_LT(lost.seconds, 15) << lost.Describe();
+
+  int port = StartServer("psbench-floor-tcp", {});
+  ASSERT_GT(port, 0);
+  const int idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  auto records = Client("psbench-floor-tcp", port, {"--test=pingpong", "--size=1K", "--iterations=20"});
+  close(idle);
+  EXPECT_EQ(records.size(), 1u);
+  EXPECT_NE(server_->Stderr().find("a client sent no handshake in 5 s: dropped"), std::string::npos)
+      << server_->Stderr();
+}
+
+// Counts a client could not hold (each measured round trip is kept) are refused up front.
+TEST_F(FloorsTest, CountsOverTheirBoundsAreUsageErrors) {
+  for (const std::string binary : {"psbench-floor-tcp", "psbench-floor-grpc"}) {
+    for (const std::string flag : {"--iterations=1000000000000", "--warmup=9223372036854775807", "--window=1000000"}) {
+      ExpectOneLineFailure(RunCommand({BinPath(binary), "--connect=127.0.0.1:1", "--size=1", flag}), 2, binary,
+                           {flag.substr(0, flag.find('=')) + " must be in ["});
+    }
+  }
 }
 
 // A client of one API against a server of the other fails at once, saying why; --api must be
