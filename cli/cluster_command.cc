@@ -74,6 +74,15 @@ void RefuseOtherLaunchersFlags(const std::string& command) {
   }
 }
 
+// The host list psbench ssh and mpirun read: --hostfile, else $PBS_NODEFILE ("" = none).
+std::string HostFilePath() {
+  std::string hostfile = absl::GetFlag(FLAGS_hostfile);
+  if (hostfile.empty()) {
+    if (const char* pbs = getenv("PBS_NODEFILE")) hostfile = pbs;
+  }
+  return hostfile;
+}
+
 // The launcher and its slots; `work_dir` holds what srun reads.
 std::shared_ptr<Launcher> MakeLauncher(const std::string& command, const std::string& work_dir) {
   absl::StatusOr<std::unique_ptr<Launcher>> launcher;
@@ -81,10 +90,7 @@ std::shared_ptr<Launcher> MakeLauncher(const std::string& command, const std::st
     std::vector<std::string> args = absl::StrSplit(absl::GetFlag(FLAGS_srun_args), ' ', absl::SkipEmpty());
     launcher = MakeSlurmLauncher(absl::GetFlag(FLAGS_srun), args, work_dir);
   } else {
-    std::string hostfile = absl::GetFlag(FLAGS_hostfile);
-    if (hostfile.empty()) {
-      if (const char* pbs = getenv("PBS_NODEFILE")) hostfile = pbs;
-    }
+    const std::string hostfile = HostFilePath();
     if (hostfile.empty()) {
       launcher = absl::InvalidArgumentError(absl::StrCat("psbench ", command, " needs --hostfile=FILE (or $PBS_NODEFILE)"));
     } else if (auto slots = ReadHostFile(hostfile); !slots.ok()) {
@@ -155,7 +161,12 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
   }
   if (options->bin_dir.empty()) options->bin_dir = bin_dir;
   std::string json_path = JsonFlag();
-  CheckOutputsOrDie(kProgram, json_path);
+  // $PBS_NODEFILE is an input as much as --hostfile (which the check finds by itself).
+  std::vector<NamedPath> host_list;
+  if (command != "slurm" && absl::GetFlag(FLAGS_hostfile).empty() && !HostFilePath().empty()) {
+    host_list.push_back({"$PBS_NODEFILE", HostFilePath()});
+  }
+  CheckOutputsOrDie(kProgram, json_path, host_list);
 
   // Removed at exit (a static's destructor), when psbench dies (Die's hook), or, after a
   // SIGKILL, by the next psbench.

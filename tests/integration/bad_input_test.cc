@@ -562,6 +562,20 @@ TEST_F(BadInputProcessTest, UnreachableSecondPsIsTheOneNamed) {
   EXPECT_EQ(ps->process().Stop(SIGTERM), 0);
 }
 
+// $PBS_NODEFILE is the host list as much as --hostfile is: --json naming it used to append a
+// record to it, and the next run read that record as a host.
+TEST_F(BadInputProcessTest, JsonOverPbsNodefile) {
+  TempDir dir;
+  const std::string hosts = dir.Write("nodes", "localhost\nlocalhost\n");
+  setenv("PBS_NODEFILE", hosts.c_str(), 1);
+  RunResult r = RunCommand({BinPath("psbench"), "ssh", "--ssh=/bin/false", "--benchmark=latency",
+                            "--iterations=3", "--json=" + hosts},
+                           seconds(20));
+  unsetenv("PBS_NODEFILE");
+  ExpectUsageError(r, "psbench", {"--json=" + hosts + " would write over $PBS_NODEFILE " + hosts});
+  EXPECT_EQ(ReadFile(hosts), "localhost\nlocalhost\n");
+}
+
 // An interface name resolves to that interface's address.
 TEST_F(BadInputProcessTest, PsListensOnANamedInterface) {
   auto ps = PsServer::Start({"--listen=lo"});
