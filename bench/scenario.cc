@@ -254,7 +254,10 @@ absl::Status ValidateScenario(const Scenario& s) {
     return absl::InvalidArgumentError("--outstanding must be in [1, 4096]");
   }
   if (absl::Status st = CheckLoad(s); !st.ok()) return st;
-  if (s.num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
+  // As many as a PS's updates run holds (a run's own launchers start at most 256).
+  if (s.num_workers < 1 || s.num_workers > 65536) {
+    return absl::InvalidArgumentError("--num-workers must be in [1, 65536]");
+  }
   if (s.worker_index < 0 || s.worker_index >= s.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--worker-index=", s.worker_index,
                                                    " must be in [0, --num-workers)"));

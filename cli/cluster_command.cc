@@ -120,6 +120,11 @@ void FitToSlots(LaunchOptions& o, const Launcher& launcher, const Scenario& s) {
   if (o.num_workers < 1) {
     usage_error(absl::StrCat(launcher.name(), " gives ", slots, " slot(s): no slot is left for a worker after --num-ps=", o.num_ps));
   }
+  if (o.num_workers > kMaxWorkers) {  // only a default from the slots gets here
+    usage_error(absl::StrCat(launcher.name(), " gives ", slots, " slots: ", o.num_workers,
+                             " workers after the PS, over the ", kMaxWorkers,
+                             " a run takes; give --num-workers (1 to ", kMaxWorkers, ")"));
+  }
   if (o.num_ps + o.num_workers > slots) {
     usage_error(absl::StrCat(o.num_ps, " PS + ", o.num_workers, " workers need ", o.num_ps + o.num_workers,
                              " slots; ", launcher.name(), " gives ", slots));

@@ -62,8 +62,8 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
     return absl::InvalidArgumentError("--label must be UTF-8 text without control characters (a newline, a tab, an escape)");
   }
   if (o.num_ps < 1 || o.num_ps > 64) return absl::InvalidArgumentError("--num-ps must be in [1, 64]");
-  if (o.num_workers < 1 || o.num_workers > 256) {
-    return absl::InvalidArgumentError("--num-workers must be in [1, 256]");
+  if (o.num_workers < 1 || o.num_workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-workers must be in [1, ", kMaxWorkers, "]"));
   }
   if (o.repetitions < 1 || o.repetitions > 1000) {
     return absl::InvalidArgumentError("--repetitions must be in [1, 1000]");

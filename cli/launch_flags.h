@@ -12,6 +12,8 @@
 namespace psbench {
 
 inline constexpr char kLaunchFlagsFile[] = "/cli/launch_flags.cc";
+// The workers one run starts, given (--num-workers) or derived from a host list's slots.
+inline constexpr int kMaxWorkers = 256;
 
 // The flags' values, checked: ranges, CPU lists, --tls-* and the PS limits. `command` is
 // the psbench command line. num_workers is --num-workers as given (its default when not

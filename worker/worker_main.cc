@@ -128,6 +128,14 @@ absl::StatusOr<Scenario> LoadScenario() {
   return s;
 }
 
+// A point-to-point benchmark is one worker against one PS: more would wait at barriers for
+// peers no such run has. `workers` says where the count came from.
+absl::Status CheckPointToPoint(const Scenario& s, bool training, int num_workers, const std::string& workers) {
+  if (training || EveryWorkerToEveryPs(s.benchmark) || num_workers == 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--benchmark=", BenchmarkName(s.benchmark), " is point to point, but ",
+                                                 workers, "; launch one (or use --benchmark=throughput)"));
+}
+
 // A PS of another build (hosts installed apart, a stale --remote-bin-dir) answers the same
 // protocol, but its figures and this worker's need not compare: said on stderr, not fatal,
 // since a PS of another implementation (docs/protocol.md) is welcome. Records keep both.
@@ -163,6 +171,11 @@ int Main(int argc, char** argv) {
   auto scenario = LoadScenario();
   if (!scenario.ok()) Die(kProgram, scenario.status(), kExitUsage);
   if (absl::Status s = ValidateScenario(*scenario); !s.ok()) Die(kProgram, s, kExitUsage);
+  if (absl::Status s = CheckPointToPoint(*scenario, training.has_value(), scenario->num_workers,
+                                         absl::StrCat("--num-workers=", scenario->num_workers));
+      !s.ok()) {
+    Die(kProgram, s, kExitUsage);
+  }
   // It names the run's barriers on the PS, which holds names of at most 1 KiB.
   if (scenario->run_id.empty() || scenario->run_id.size() > 256) {
     Die(kProgram,
@@ -281,13 +294,11 @@ int Main(int argc, char** argv) {
                        placement->worker_index, " of the ", scenario->transport, " job"),
           kExitUsage);
     }
-    if (!training && !EveryWorkerToEveryPs(scenario->benchmark) && placement->num_workers > 1) {
-      Die(kProgram,
-          absl::StrCat("--benchmark=", BenchmarkName(scenario->benchmark),
-                       " is point to point, but this ", scenario->transport, " job has ",
-                       placement->num_workers, " worker ranks; launch one (or use "
-                       "--benchmark=throughput)"),
-          kExitUsage);
+    if (absl::Status s = CheckPointToPoint(
+            *scenario, training.has_value(), placement->num_workers,
+            absl::StrCat("this ", scenario->transport, " job has ", placement->num_workers, " worker ranks"));
+        !s.ok()) {
+      Die(kProgram, s, kExitUsage);
     }
     scenario->num_workers = placement->num_workers;
     scenario->worker_index = placement->worker_index;

@@ -87,6 +87,7 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("bad-slots", "node1 slots=x\n");
     tmp_.Write("zero-slots", "node1 slots=0\n");
     tmp_.Write("huge-slots", "node1 slots=5000\n");
+    tmp_.Write("many-slots", "127.0.0.1 slots=400\n");
     tmp_.Write("two-words", "node1 node2\n");
     tmp_.Write("records.jsonl", "{\"kind\": \"latency\"}\n");
     tmp_.Write("not-json.jsonl", "hello\n");
@@ -308,6 +309,11 @@ const std::vector<BadInput> kWorkerCases = {
      {"--benchmark=bandwidth", "one PS"}},
     {"WorkerIndexOutOfRange", Tool::kWorker, {"--num-workers=2", "--worker-index=2"},
      {"--worker-index"}},
+    // Several workers on a point-to-point benchmark waited at a barrier, then failed (exit 1).
+    {"PointToPointWithWorkers", Tool::kWorker, {"--num-workers=2"},
+     {"--benchmark=latency is point to point, but --num-workers=2; launch one"}},
+    {"NumWorkersHuge", Tool::kWorker, {"--benchmark=throughput", "--num-workers=1000000"},
+     {"--num-workers must be in [1, 65536]"}},
     {"RunIdEmpty", Tool::kWorker, {"--run-id="}, {"--run-id must be 1 to 256 bytes (got 0)"}},
     {"RunIdTooLong", Tool::kWorker, {"--run-id=" + std::string(300, 'r')}, {"--run-id must be 1 to 256 bytes (got 300)"}},
     {"UnreadableScenario", Tool::kWorker, {"--scenario=$DIR/missing.json"}, {"--scenario"}},
@@ -397,6 +403,9 @@ const std::vector<BadInput> kClusterCases = {
     {"HostfileBadSlots", {}, {"--hostfile=$DIR/bad-slots"}, {"line 1", "'slots=x'", "[1, 4096]"}},
     {"HostfileZeroSlots", {}, {"--hostfile=$DIR/zero-slots"}, {"line 1", "'slots=0'"}},
     {"HostfileTooManySlots", {}, {"--hostfile=$DIR/huge-slots"}, {"line 1", "'slots=5000'"}},
+    // The workers a run takes, whether given or one per slot after the PS.
+    {"SlotsGiveTooManyWorkers", {}, {"--hostfile=$DIR/many-slots", "--benchmark=throughput"},
+     {"gives 400 slots: 399 workers after the PS, over the 256 a run takes"}},
     {"HostfileTwoHostsOnALine", {}, {"--hostfile=$DIR/two-words"}, {"line 1", "'node2'"}},
     {"OneSlotIsTooFew", {}, {"--hostfile=$DIR/one-host"}, {"1 PS + 1 workers need 2 slots", "gives 1"}},
     {"PsTakeEverySlot", {}, {"--num-ps=4"}, {"4 PS + 1 workers need 5 slots", "gives 4"}},
