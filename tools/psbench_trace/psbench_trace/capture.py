@@ -10,11 +10,7 @@ import warnings
 import torch
 
 from .buckets import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, assign_buckets, bucket_ready
-
-FORMAT = "psbench-trace/2"
-
-
-MAX_TENSOR_BYTES = 1 << 30  # the largest tensor psbench replays
+from .trace_format import FORMAT, MAX_TENSOR_BYTES
 
 
 def _unwrap(model):

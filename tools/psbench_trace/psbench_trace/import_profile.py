@@ -20,9 +20,12 @@ hence two files.
 """
 import argparse
 import json
+import math
+import os
+import stat
 import sys
 
-from .capture import FORMAT
+from .trace_format import FORMAT
 
 ACCUMULATE = "torch::autograd::AccumulateGrad"
 DTYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
@@ -48,6 +51,10 @@ def gradients(eg):
             numel, itemsize = int(tensor[3]), int(tensor[4])
         except (KeyError, IndexError, TypeError, ValueError):
             raise ImportError_(f"node {n.get('id')}: an AccumulateGrad without its gradient's shape and type")
+        if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+                or not isinstance(kind, str) or numel < 0 or itemsize < 1):
+            raise ImportError_(f"node {n.get('id')}: an AccumulateGrad whose gradient's shape, type or size "
+                               f"is not one (shape {shape!r}, {numel} elements of {itemsize} bytes)")
         inner = kind[len("Tensor("):-1] if kind.startswith("Tensor(") and kind.endswith(")") else kind
         if inner not in DTYPES:
             raise ImportError_(f"node {n.get('id')}: unknown tensor type {kind!r}")
@@ -63,7 +70,11 @@ def ready_times(chrome, count):
     if not isinstance(events, list) or not events:
         raise ImportError_("an empty chrome trace (torch.profiler without Kineto writes one: use "
                            "torch.autograd.profiler.profile(use_kineto=False))")
-    timed = [e for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))]
+    number = (int, float)
+    timed = [e for e in events if isinstance(e, dict) and isinstance(e.get("ts"), number)
+             and isinstance(e.get("dur", 0), number) and e.get("dur", 0) >= 0]
+    if not timed:
+        raise ImportError_("the chrome trace has no event with a time ('ts') and a duration ('dur', >= 0)")
     start = min(e["ts"] for e in timed)
     end = max(e["ts"] + e.get("dur", 0) for e in timed)
     acc = sorted((e for e in timed if e.get("name") == ACCUMULATE), key=lambda e: e["ts"])
@@ -89,6 +100,25 @@ def convert(eg, chrome=None):
             "steps": [{"start_us": 0.0, "compute_us": round(compute, 3), "ready_us": [round(r, 3) for r in ready]}]}
 
 
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not a number JSON holds")
+
+
+def load(path, flag):
+    """The JSON in a regular file (a FIFO or a device would be waited on, or read without end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise ImportError_(f"{flag}={path}: {e.strerror}")
+    if not stat.S_ISREG(mode):
+        raise ImportError_(f"{flag}={path}: not a regular file")
+    try:
+        with open(path) as f:
+            return json.load(f, parse_constant=_refuse_constant)
+    except (OSError, ValueError, RecursionError) as e:
+        raise ImportError_(f"{flag}={path}: {e}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m psbench_trace.import_profile",
                                      description=__doc__.split("\n\n")[0])
@@ -97,19 +127,24 @@ def main(argv=None):
     parser.add_argument("out")
     args = parser.parse_args(argv)
     try:
-        with open(args.execution_graph) as f:
-            eg = json.load(f)
-        chrome = None
-        if args.chrome_trace:
-            with open(args.chrome_trace) as f:
-                chrome = json.load(f)
+        inputs = [(flag, path) for flag, path in (("--execution-graph", args.execution_graph),
+                                                   ("--chrome-trace", args.chrome_trace)) if path]
+        for flag, path in inputs:  # an input is never written over
+            if os.path.exists(args.out) and os.path.samefile(path, args.out):
+                raise ImportError_(f"{args.out} is the {flag} file: write the trace elsewhere")
+        eg = load(args.execution_graph, "--execution-graph")
+        chrome = load(args.chrome_trace, "--chrome-trace") if args.chrome_trace else None
         trace = convert(eg, chrome)
+        text = json.dumps(trace, indent=1, allow_nan=False) + "\n"
     except (OSError, ValueError, ImportError_) as e:
         print(f"psbench_trace.import_profile: {e}", file=sys.stderr)
         return 2
-    with open(args.out, "w") as f:
-        json.dump(trace, f, indent=1)
-        f.write("\n")
+    try:
+        with open(args.out, "w") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"psbench_trace.import_profile: cannot write {args.out}: {e.strerror}", file=sys.stderr)
+        return 2
     return 0
 
 
