@@ -211,10 +211,25 @@ void CheckOutputsOrDie(absl::string_view program, const std::string& path,
   }
 }
 
+namespace {
+FILE* records_out = stdout;  // where --json=- writes
+}  // namespace
+
+void KeepStdoutForRecords(const std::string& path) {
+  if (path != "-" || records_out != stdout) return;
+  std::fflush(stdout);
+  const int fd = dup(STDOUT_FILENO);
+  FILE* out = fd < 0 ? nullptr : fdopen(fd, "w");
+  if (out == nullptr || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    Die("psbench", absl::StrCat("--json=-: cannot keep stdout for the records: ", std::strerror(errno)), kExitRuntime);
+  }
+  records_out = out;
+}
+
 absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>& records) {
   if (path == "-") {  // remote launchers gather records from each process's stdout
-    for (const Record& r : records) std::fputs((DumpJson(RecordToJson(r)) + '\n').c_str(), stdout);
-    if (std::fflush(stdout) != 0) return absl::InternalError("--json=-: write to stdout failed");
+    for (const Record& r : records) std::fputs((DumpJson(RecordToJson(r)) + '\n').c_str(), records_out);
+    if (std::fflush(records_out) != 0) return absl::InternalError("--json=-: write to stdout failed");
     return absl::OkStatus();
   }
   // A path that cannot name a file here is bad input; a disk that is read-only, full or

@@ -38,6 +38,10 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
 // --hdr-out prefix as the program will use it ("" = the flag's).
 void CheckOutputsOrDie(absl::string_view program, const std::string& path,
                        const std::vector<NamedPath>& inputs = {}, const std::string& hdr_out = "");
+// For a command that prints tables (psbench run, ssh, slurm, mpirun, train): with --json=-
+// (`path`), records alone go to stdout, as psbench-worker's do; everything else printed on
+// stdout goes to stderr from here on.
+void KeepStdoutForRecords(const std::string& path);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints payload benchmark records as tables (bench/figures.h has each benchmark's row): a

@@ -148,6 +148,12 @@ fs::path PlotDirOrDie(const std::string& html, const std::vector<NamedPath>& inp
   fs::path dir = page;
   dir.replace_extension();
   dir += "_files";
+  // Found before anything is written (the Markdown and CSV come first).
+  if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec)) {
+    Die(kReportProgram, absl::StrCat("--html=", html, " writes its plots into ", dir.string(),
+                                     "/, which is a file; write the page elsewhere"),
+        kExitUsage);
+  }
   const fs::path resolved = fs::weakly_canonical(fs::absolute(dir, ec), ec);
   std::vector<NamedPath> files = inputs;
   if (!markdown.empty()) files.push_back({"--markdown", markdown});

@@ -161,6 +161,21 @@ TEST_F(ReportE2eTest, RealRunsMakeAPageThatChromiumRendersWithEveryPlot) {
   EXPECT_EQ(PlotsLoaded(page), plots - 1);
 }
 
+// --json=- means what it means to psbench-worker: records alone on stdout, the table on
+// stderr. psbench run mixed the two, and the report refused what it had written.
+TEST_F(ReportE2eTest, JsonToStdoutIsRecordsOnly) {
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=1K:2K", "--iterations=3", "--json=-"}),
+                           seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const std::string& line : lines) EXPECT_EQ(Json::parse(line).value("benchmark", ""), "latency") << line;
+  EXPECT_THAT(r.err, HasSubstr("# psbench latency")) << r.Describe();
+  TempDir tmp;
+  RunResult report = RunCommand(ReportArgv({tmp.Write("stdout.jsonl", r.out)}), seconds(60));
+  EXPECT_EQ(report.exit_code, 0) << report.Describe();
+}
+
 class ReportInputTest : public IntegrationTest {
  protected:
   // Runs psbench report; expects `code` and one line on stderr holding `message`.
@@ -230,6 +245,13 @@ TEST_F(ReportInputTest, BadInputsExitTwoWithOneLine) {
   Expect({good, "--markdown=" + fifo}, 2, "--markdown=" + fifo + ": cannot write: a named pipe no process reads");
   // A page is a file with its plots' directory beside it (--html=/dev/null made /dev/null_files).
   Expect({good, "--html=" + fifo}, 2, "--html=" + fifo + ": is not a regular file");
+  // Its plots' directory name taken by a file: found before the Markdown is written.
+  tmp_.Write("clash_files", "keep");
+  const std::string clash_md = tmp_.File("clash.md");
+  Expect({good, "--markdown=" + clash_md, "--html=" + tmp_.File("clash.html")}, 2,
+         "/clash_files/, which is a file; write the page elsewhere");
+  EXPECT_FALSE(std::filesystem::exists(clash_md));
+  EXPECT_EQ(ReadFile(tmp_.File("clash_files")), "keep");
   // A full disk is no bad input: exit 1 (it was 2).
   Expect({good, "--markdown=/dev/full"}, 1, "--markdown=/dev/full: cannot write: No space left on device");
   Expect({good, "--csv=/dev/full"}, 1, "--csv=/dev/full: cannot write: No space left on device");
