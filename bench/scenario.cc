@@ -132,9 +132,10 @@ absl::StatusOr<std::vector<PayloadPlan>> Scenario::Plans(PayloadMemoryCheck chec
     plans.push_back(*std::move(plan));
   }
   // A worker allocates every payload of a plan (each group of a trace) before it measures it,
-  // and frees them after: a small trace can name gigabytes.
+  // and frees them after: a small trace can name gigabytes, and 200,000 one-byte groups take
+  // a page each.
   uint64_t peak = 0;
-  for (const PayloadPlan& plan : plans) peak = std::max(peak, plan.TotalBytes());
+  for (const PayloadPlan& plan : plans) peak = std::max(peak, plan.ArenaBytes());
   // By default half of what this process may use: the host's memory, or its cgroup's limit.
   std::string why;
   uint64_t budget = max_payload_memory;

@@ -16,6 +16,23 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t RoundUp(size_t n, size_t align) { return (n + align - 1) / align * align; }
 
+// Lays out the buffers as separately allocated tensors would be: cache-line aligned, and
+// page aligned from a page up (so large buffers start on pages, as RDMA likes them). Returns
+// the arena's end; `offsets` (if given) gets each buffer's start.
+size_t LayOut(std::span<const uint64_t> sizes, std::vector<size_t>* offsets) {
+  size_t end = 0;
+  for (uint64_t size : sizes) {
+    end = RoundUp(end, size >= kPage ? kPage : kCacheLine);
+    if (offsets != nullptr) offsets->push_back(end);
+    end += size;
+  }
+  return end;
+}
+
+// Large blocks are aligned to 2 MiB and offered to transparent huge pages: faulting in a
+// 1 GiB payload 4 KiB at a time otherwise costs more than filling it.
+size_t TensorAlignment(size_t bytes) { return bytes >= kHugePage ? kHugePage : kPage; }
+
 // splitmix64: fast, and every seed gives a full-period, well-mixed stream.
 inline uint64_t SplitMix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -69,17 +86,10 @@ uint64_t ChecksumStream::Digest() const { return XXH3_64bits_digest(state_->xxh)
 
 Payload::Payload(std::span<const uint64_t> sizes, uint64_t seed)
     : sizes_(sizes.begin(), sizes.end()) {
-  // Lay out the buffers as separately allocated tensors would be: cache-line aligned, and
-  // page aligned from a page up (so large buffers start on pages, as RDMA likes them).
   std::vector<size_t> offsets;
   offsets.reserve(sizes.size());
-  size_t end = 0;
-  for (uint64_t size : sizes) {
-    end = RoundUp(end, size >= kPage ? kPage : kCacheLine);
-    offsets.push_back(end);
-    end += size;
-    total_bytes_ += size;
-  }
+  const size_t end = LayOut(sizes, &offsets);
+  for (uint64_t size : sizes) total_bytes_ += size;
   arena_ = AllocateTensorMemory(end, &arena_bytes_);
   iov_.reserve(sizes.size());
   checksums_.reserve(sizes.size());
@@ -119,9 +129,7 @@ Payload::~Payload() {
 }
 
 std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
-  // Large blocks are aligned to 2 MiB and offered to transparent huge pages: faulting in a
-  // 1 GiB payload 4 KiB at a time otherwise costs more than filling it.
-  const size_t align = bytes >= kHugePage ? kHugePage : kPage;
+  const size_t align = TensorAlignment(bytes);
   *allocated = RoundUp(bytes, align);  // aligned_alloc wants a multiple of the alignment
   if (*allocated == 0) return nullptr;
   auto* memory = static_cast<std::byte*>(std::aligned_alloc(align, *allocated));
@@ -130,6 +138,11 @@ std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
   if (align == kHugePage) ::madvise(memory, *allocated, MADV_HUGEPAGE);  // a hint only
 #endif
   return memory;
+}
+
+uint64_t PayloadArenaBytes(std::span<const uint64_t> sizes) {
+  const size_t end = LayOut(sizes, nullptr);
+  return RoundUp(end, TensorAlignment(end));
 }
 
 }  // namespace psbench

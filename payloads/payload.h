@@ -38,6 +38,10 @@ class ChecksumStream {
 // Sets *allocated to the size actually allocated; nullptr for 0 bytes; free with std::free.
 std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated);
 
+// What a Payload of these buffer sizes allocates: its arena, laid out and rounded as the
+// constructor does (a 1-byte buffer takes a page).
+uint64_t PayloadArenaBytes(std::span<const uint64_t> sizes);
+
 class Payload {
  public:
   // Allocates one arena holding every buffer (each 64-byte aligned, 4 KiB aligned from

@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "fmt/format.h"
+#include "payloads/payload.h"
 #include "payloads/size.h"
 
 namespace psbench {
@@ -340,6 +341,12 @@ uint64_t PayloadPlan::Bytes(size_t payload) const {
 uint64_t PayloadPlan::TotalBytes() const {
   uint64_t total = 0;
   for (size_t i = 0; i < payloads.size(); ++i) total += Bytes(i);
+  return total;
+}
+
+uint64_t PayloadPlan::ArenaBytes() const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < payloads.size(); ++i) total += PayloadArenaBytes(Sizes(i));
   return total;
 }
 

@@ -93,6 +93,7 @@ struct PayloadPlan {
   std::vector<uint64_t> AllSizes() const;  // every payload's, in order
   uint64_t Bytes(size_t payload) const;
   uint64_t TotalBytes() const;    // over all payloads
+  uint64_t ArenaBytes() const;    // the memory they take, as Payload lays them out
   size_t TotalBuffers() const;
   // Compact summary such as "6x1MiB 3x10KiB 1x10B" (per payload, "; " between payloads,
   // abbreviated after a few payloads).

@@ -81,6 +81,11 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("valid.json", "[10, 1024]");
     tmp_.Write("one-tensor.json", "[4096]");
     tmp_.Write("two-mib.json", "[[1048576], [1048576]]");
+    {
+      std::string bytes = "[[1]";  // 300 one-byte groups: 300 bytes, and a page each
+      for (int i = 1; i < 300; ++i) bytes += ",[1]";
+      tmp_.Write("one-byte-groups.json", bytes + "]");
+    }
     tmp_.Write("hosts", "127.0.0.1 slots=4\n");
     tmp_.Write("one-host", "127.0.0.1\n");
     tmp_.Write("empty-hosts", "# nothing here\n");
@@ -236,6 +241,10 @@ const std::vector<BadInput> kScenarioCases = {
     {"TracePayloadsOverMemory", {},
      {"--scheme=trace", "--trace=$DIR/two-mib.json", "--max-payload-memory=1M"},
      {"2MiB", "--max-payload-memory=1MiB"}},
+    // It counts what the payloads take, not the bytes they name: 300 bytes took 1.2 MB.
+    {"TinyPayloadsOverMemory", {},
+     {"--scheme=trace", "--trace=$DIR/one-byte-groups.json", "--max-payload-memory=1M"},
+     {"take 1200KiB of memory at once (300 payloads)", "--max-payload-memory=1MiB"}},
     {"ZeroPayloadMemory", {}, {"--max-payload-memory=0"}, {"--max-payload-memory=0", "give a byte count"}},
     {"JsonOverTheTrace", {}, {"--scheme=trace", "--trace=$DIR/valid.json", "--json=$DIR/valid.json"},
      {"--json=$DIR/valid.json would write over --trace=$DIR/valid.json"}},

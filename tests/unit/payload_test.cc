@@ -105,6 +105,18 @@ TEST(PayloadTest, LayoutAndAlignment) {
     EXPECT_EQ(payload.buffer(i).size(), sizes[i]);
     EXPECT_EQ(payload.checksum(i), Checksum(payload.buffer(i)));
   }
+  EXPECT_EQ(PayloadArenaBytes(sizes), arena.size()) << "what a budget counts is what is allocated";
+}
+
+// A payload takes at least a page, and from 2 MiB up whole huge pages.
+TEST(PayloadTest, ArenaBytesAreWhatIsAllocated) {
+  for (const std::vector<uint64_t>& sizes : std::vector<std::vector<uint64_t>>{
+           {1}, {64, 1}, {4096}, {4097}, {2 << 20}, {(2 << 20) + 1}, {1, 4096, 3}}) {
+    Payload payload(sizes, kDefaultSeed);
+    EXPECT_EQ(PayloadArenaBytes(sizes), payload.arena().size()) << sizes[0];
+  }
+  EXPECT_EQ(PayloadArenaBytes(std::vector<uint64_t>{1}), 4096u);
+  EXPECT_EQ(PayloadArenaBytes(std::vector<uint64_t>{(2 << 20) + 1}), 4u << 20);
 }
 
 TEST(PayloadTest, SameSeedSameBytes) {
