@@ -3,6 +3,7 @@
 // connection: it checks pushes and acknowledges them, echoes payloads straight back from
 // the slot they arrived in, and hands exchanges to the exchange handler, whose answers come
 // back to it through a queue (the handler may answer from any thread) to be posted.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -154,7 +155,7 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   grpc::Status Session(grpc::ServerContext* context, const wire::VerbsSetupRequest* request,
                        grpc::ServerWriter<wire::VerbsSetupReply>* writer) override {
     std::string peer = request->worker_host().empty() ? context->peer() : request->worker_host();
-    uint32_t need = 6 * options_.rdma.queue_depth + 40;  // send + receive queue entries
+    const uint32_t need = ConnectionBudget();
     {
       std::lock_guard lock(mu_);
       if (cq_budget_used_ + need > static_cast<uint32_t>(cq_->entries())) {
@@ -202,8 +203,18 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
       added.swap(added_);
       removed.swap(removed_);
     }
-    // Removals first: a QP number is free for reuse only once its QP is destroyed here.
-    for (uint32_t qpn : removed) Drop(qpn);
+    // Removals first: a QP number is free for reuse only once its QP is destroyed here. A
+    // session that ended before its connection was added here (its worker gone at once) is
+    // removed from the additions: dropped first, it would find nothing and stay for good.
+    for (uint32_t qpn : removed) {
+      auto pending = std::find_if(added.begin(), added.end(), [qpn](const auto& c) { return c->qpn() == qpn; });
+      if (pending == added.end()) {
+        Drop(qpn);
+      } else {
+        added.erase(pending);
+        ReleaseBudget();
+      }
+    }
     for (auto& c : added) {
       uint32_t qpn = c->qpn();
       auto pc = std::make_unique<PsConnection>();
@@ -214,10 +225,14 @@ class VerbsServer final : public Server, public wire::PsVerbs::Service {
   }
 
   void Drop(uint32_t qpn) {
-    if (connections_.erase(qpn) > 0) {
-      std::lock_guard lock(mu_);
-      cq_budget_used_ -= 6 * options_.rdma.queue_depth + 40;
-    }
+    if (connections_.erase(qpn) > 0) ReleaseBudget();
+  }
+
+  // A connection's share of the completion queue (send + receive queue entries).
+  uint32_t ConnectionBudget() const { return 6 * options_.rdma.queue_depth + 40; }
+  void ReleaseBudget() {
+    std::lock_guard lock(mu_);
+    cq_budget_used_ -= ConnectionBudget();
   }
 
   void Serve() {
