@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace psbench {
@@ -465,9 +466,15 @@ void ParamStore::OnExchange(std::span<const std::span<const std::byte>> request,
       if (!reply.empty()) ReplyHeader(h, reply[0]);
     } else if (status.ok()) {
       Part part;
-      if (!initialized_ || h.run_id != run_id_) {
+      if (!initialized_) {
         status = absl::FailedPreconditionError(
             "the PS holds no parameters for this run (the worker must send its initial values first)");
+      } else if (h.run_id != run_id_) {
+        // Another run's initial values came since this one's: two jobs share this PS.
+        status = absl::FailedPreconditionError(absl::StrFormat(
+            "the PS now serves another run (%016x, %d worker%s), whose workers sent their initial "
+            "values after this run's: two jobs on one PS, or a --run-id reused?",
+            run_id_, config_.num_workers, config_.num_workers == 1 ? "" : "s"));
       } else if (h.num_workers != config_.num_workers ||
                  (h.flags & ExchangeHeader::kSync) != (config_.flags & ExchangeHeader::kSync)) {
         // The per-worker state is sized for the run's workers: a header that disagrees is refused.

@@ -304,6 +304,14 @@ TEST(ParamStoreTest, ANewRunAbortsTheOldRunsHeldExchanges) {
   EXPECT_EQ(held.result->code(), absl::StatusCode::kAborted);
   ASSERT_TRUE(next.result && next.result->ok());
   EXPECT_EQ(next.reply[0][0], 5.f);
+  // The old run's next step is told what happened, not that it never sent its values.
+  Exchange late = Make(ExchangeHeader::kStep, 1, 2, 0, {{1.f}});
+  late.Send(store);
+  ASSERT_TRUE(late.result);
+  EXPECT_EQ(late.result->code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(late.result->message(),
+            "the PS now serves another run (000000000000002b, 1 worker), whose workers sent their initial values "
+            "after this run's: two jobs on one PS, or a --run-id reused?");
 }
 
 TEST(ParamStoreTest, ShortHeaderIsRefused) {
