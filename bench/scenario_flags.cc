@@ -1,5 +1,8 @@
 #include "bench/scenario_flags.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -113,6 +116,14 @@ absl::StatusOr<Scenario> ScenarioFromFlags() {
   auto cats = ParseCategories(absl::GetFlag(FLAGS_categories));
   if (!cats.ok()) return cats.status();
   s.payload.categories = *cats;
+  // The size of a category the run leaves out would change nothing, yet be recorded.
+  for (auto [flag, category, letter] : {std::tuple{"small", Category::kSmall, "S"},
+                                        {"medium", Category::kMedium, "M"}, {"large", Category::kLarge, "L"}}) {
+    if (FlagWasSet(flag) && std::find(cats->begin(), cats->end(), category) == cats->end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " sizes category ", letter, ", which --categories=",
+                                                     absl::GetFlag(FLAGS_categories), " leaves out"));
+    }
+  }
   s.payload.small_bytes = absl::GetFlag(FLAGS_small).bytes;
   s.payload.medium_bytes = absl::GetFlag(FLAGS_medium).bytes;
   s.payload.large_bytes = absl::GetFlag(FLAGS_large).bytes;

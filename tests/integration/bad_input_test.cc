@@ -196,6 +196,9 @@ const std::vector<BadInput> kScenarioCases = {
     {"NegativeSize", {}, {"--medium=-4K"}, {"--medium"}},
     {"RandomWithOneCategory", {}, {"--scheme=random", "--categories=L"},
      {"--scheme=random", "categories"}},
+    // Recorded as config.small=5 while it changed nothing.
+    {"SizeOfACategoryLeftOut", {}, {"--categories=M,L", "--small=5"},
+     {"--small sizes category S, which --categories=M,L leaves out"}},
     {"SkewWithOneCategory", {}, {"--scheme=skew", "--categories=M"},
      {"--scheme=skew", "categories"}},
     {"SkewBiasNotChosen", {}, {"--scheme=skew", "--skew-bias=small", "--categories=M,L"},
