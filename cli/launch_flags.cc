@@ -83,6 +83,7 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
   o.ps_security_args = TlsCommandLine(*tls, TlsSide::kServer);
   for (const auto& a : LimitsCommandLine(limits)) o.ps_security_args.push_back(a);
   o.ps_max_message_bytes = limits.max_message_bytes;
+  o.ps_max_connections = limits.max_connections;
   o.worker_security_args = TlsCommandLine(*tls, TlsSide::kClient);
   o.tls = tls->enabled();
   return o;

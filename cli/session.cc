@@ -204,6 +204,13 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
 }  // namespace
 
 void Session::Begin() {
+  // Every worker holds a session on every PS: past the PS's cap, workers are refused.
+  if (options.ps_max_connections > 0 && options.num_workers > options.ps_max_connections) {
+    Die(kProgram,
+        absl::StrCat("--max-connections=", options.ps_max_connections, " is below the run's ", options.num_workers,
+                     " workers: each holds a session on every PS"),
+        kExitUsage);
+  }
   StopOnSignals();
   if (announce) announce();
 }

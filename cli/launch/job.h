@@ -31,6 +31,7 @@ struct LaunchOptions {
   // --tls-* and the PS limits (for every PS), the matching client flags (every worker).
   std::vector<std::string> ps_security_args, worker_security_args;
   uint64_t ps_max_message_bytes = 0;  // every PS's --max-message-size (0: not known)
+  int ps_max_connections = 0;         // every PS's --max-connections (0: not known)
   // Added to every worker's command line: the trainer's or the updates check's settings.
   std::vector<std::string> worker_args;
   bool tls = false;                // --tls-* given: every gRPC channel of the run is TLS

@@ -336,6 +336,9 @@ const std::vector<BadInput> kWorkerCases = {
 };
 
 const std::vector<BadInput> kRunCases = {
+    // Its workers were refused after 20 s, exit 1.
+    {"MaxConnectionsBelowWorkers", Tool::kRun, {"--benchmark=throughput", "--num-workers=2", "--max-connections=1"},
+     {"--max-connections=1 is below the run's 2 workers"}},
     {"WorkerCpuOutOfRange", Tool::kRun, {"--worker-cpu=99"}, {"--worker-cpu=99"}},
     {"PsCpuOutOfRange", Tool::kRun, {"--ps-cpu=99"}, {"--ps-cpu=99"}},
     {"PsCpuRangeOfThree", Tool::kRun, {"--ps-cpu=1-1-0"}, {"--ps-cpu=1-1-0", "is not a CPU list"}},
