@@ -154,6 +154,11 @@ int WriteHdrOrWarn(const std::string& prefix, const std::vector<Record>& records
 
 absl::Status CheckHdrOut(const std::string& prefix) {
   const std::string name = std::filesystem::path(prefix).filename().string();
+  // "-" is stdout to --json and --progress-file; here it would name files "-.lag.hgrm".
+  if (prefix == "-") {
+    return absl::InvalidArgumentError("--hdr-out=-: give the start of a file name (three files are written, "
+                                      "not one stream to stdout)");
+  }
   if (name.empty() || name == "." || name == "..") {
     return absl::InvalidArgumentError(absl::StrCat("--hdr-out=", prefix, ": give the start of a file name (e.g. ",
                                                    prefix, name.empty() ? "" : "/", "run), not a directory"));

@@ -61,6 +61,10 @@ absl::StatusOr<LaunchOptions> LaunchOptionsFromFlags(const std::vector<std::stri
       !IsUtf8(o.label)) {
     return absl::InvalidArgumentError("--label must be UTF-8 text without control characters (a newline, a tab, an escape)");
   }
+  if (o.label.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("--label=", o.label,
+                                                   ": no commas (psbench report --compare=A,B names series by label)"));
+  }
   if (o.num_ps < 1 || o.num_ps > 64) return absl::InvalidArgumentError("--num-ps must be in [1, 64]");
   if (o.num_workers < 1 || o.num_workers > kMaxWorkers) {
     return absl::InvalidArgumentError(absl::StrCat("--num-workers must be in [1, ", kMaxWorkers, "]"));

@@ -352,6 +352,8 @@ const std::vector<BadInput> kRunCases = {
     {"ExtraArgument", Tool::kRun, {"extra"}, {"unexpected argument 'extra'"}},
     {"LabelWithANewline", Tool::kRun, {"--label=ipoib\nrdma"}, {"--label", "control characters"}},
     {"LabelNotUtf8", Tool::kRun, {"--label=ipoib\xff"}, {"--label", "UTF-8 text"}},
+    // psbench report --compare=A,B could never select it.
+    {"LabelWithAComma", Tool::kRun, {"--label=ib,rdma"}, {"--label=ib,rdma: no commas"}},
     {"PsThreadsOnCallbackApi", Tool::kRun, {"--grpc-api=callback", "--ps-threads=2"},
      {"--ps-threads", "--grpc-api=cq only"}},
     {"PsThreadsOnVerbs", Tool::kRun, {"--transport=grpc+verbs", "--ps-threads=2"},
@@ -385,6 +387,7 @@ const std::vector<BadInput> kRunCases = {
     {"HdrOutOverTheTraceByALink", Tool::kRun,
      {"--load=constant:100", "--scheme=trace", "--trace=$DIR/valid.json", "--hdr-out=$DIR/link"},
      {"--hdr-out=$DIR/link would write $DIR/link.lag.hgrm over --trace=$DIR/valid.json"}},
+    {"HdrOutIsStdout", Tool::kRun, {"--load=constant:100", "--hdr-out=-"}, {"--hdr-out=-: give the start of a file name"}},
     {"HdrOutIsADirectory", Tool::kRun, {"--load=constant:100", "--hdr-out=$DIR/"}, {"--hdr-out=$DIR/", "not a directory"}},
 };
 
