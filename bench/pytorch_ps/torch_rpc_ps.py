@@ -17,10 +17,12 @@ Prints one JSON line per worker ("kind": "pytorch_rpc_ps") and one summary line
 with this machine's memcpy bandwidth (512 MiB, best of 5; one thread, and one per CPU).
 """
 import argparse
+import atexit
 import json
 import os
-import socket
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -72,11 +74,11 @@ def _shapes(trace_path):
     return trace.get("model", os.path.basename(trace_path)), shapes
 
 
-def _run(rank, args, port, shapes, out):
+def _run(rank, args, rendezvous, shapes, out):
     global _SNAPSHOT, _BARRIER
     torch.set_num_threads(args.threads)
     opts = rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=max(8, 2 * args.workers + 2),
+        init_method=rendezvous, num_worker_threads=max(8, 2 * args.workers + 2),
         rpc_timeout=600)
     if rank == 0:
         _SNAPSHOT = args.snapshot == "always" or (args.snapshot == "auto" and args.workers > 1)
@@ -101,12 +103,6 @@ def _run(rank, args, port, shapes, out):
              "seconds": seconds, "steps_per_s": args.steps / seconds,
              "mb_per_s": args.steps * payload / seconds / 1e6, "payload_bytes": payload})
     rpc.shutdown()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _copy_bandwidth(threads):
@@ -158,8 +154,12 @@ def main():
         os.environ["GLIBC_TUNABLES"] = ":".join(tunables + ["glibc.malloc.hugetlb=1"])
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    port = _free_port()
-    procs = [ctx.Process(target=_run, args=(r, args, port, shapes, out)) for r in range(args.workers + 1)]
+    # The processes meet through a file: a free port picked here could be taken by another
+    # program before the PS binds it (TensorPipe then picks its own ports).
+    scratch = tempfile.mkdtemp(prefix="torch_rpc_ps-")
+    atexit.register(shutil.rmtree, scratch, True)
+    rendezvous = "file://" + os.path.join(scratch, "rendezvous")
+    procs = [ctx.Process(target=_run, args=(r, args, rendezvous, shapes, out)) for r in range(args.workers + 1)]
     for p in procs:
         p.start()
     # One process that dies leaves the others waiting in rpc.shutdown(): end them all.
