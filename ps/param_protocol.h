@@ -39,6 +39,9 @@ struct ExchangeHeader {
   // The most workers a run may have: the PS keeps state per worker, sized by the first
   // header of a run, so a header must not ask for billions of them.
   static constexpr uint32_t kMaxWorkers = 1u << 16;
+  // The most tensors a shard may have (a trace holds at most 100,000): the PS keeps a few
+  // vectors per tensor, so an empty one must not cost it more than its bytes on the wire.
+  static constexpr uint32_t kMaxTensors = 1u << 17;
 
   uint32_t magic = kMagic;
   uint16_t version = kVersion;

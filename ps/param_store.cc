@@ -138,6 +138,12 @@ absl::Status ParamStore::Check(const ExchangeHeader& h,
     return absl::InvalidArgumentError(absl::StrCat("unknown exchange kind ", h.kind));
   if (h.num_workers < 1 || h.num_workers > ExchangeHeader::kMaxWorkers || h.worker >= h.num_workers)
     return absl::InvalidArgumentError(absl::StrCat("worker ", h.worker, " of ", h.num_workers));
+  // A newer client's option is refused, not ignored.
+  if (h.flags & ~uint32_t{ExchangeHeader::kSync | ExchangeHeader::kSubset})
+    return absl::InvalidArgumentError(absl::StrFormat("unknown header flags 0x%x", h.flags));
+  if (h.num_tensors > ExchangeHeader::kMaxTensors)
+    return absl::InvalidArgumentError(
+        absl::StrCat(h.num_tensors, " tensors, over the ", ExchangeHeader::kMaxTensors, " a PS holds"));
   if (h.flags & ExchangeHeader::kSubset) {
     // A part of the shard: checked against it once read (Read).
     if (h.kind != ExchangeHeader::kStep)

@@ -339,6 +339,27 @@ TEST(ParamStoreTest, AbsurdWorkerCountIsRefused) {
   EXPECT_TRUE(ok.result->ok()) << *ok.result;
 }
 
+// What a header may ask of the PS is bounded, and what it does not know it refuses: an init
+// of 2^20 - 1 empty tensors (8 MiB on the wire) cost a PS 127 MB of per-tensor state, and a
+// newer client's flag bit was silently ignored.
+TEST(ParamStoreTest, TooManyTensorsAndUnknownFlagsAreRefused) {
+  ParamStore store;
+  Exchange many = Make(ExchangeHeader::kInit, 0, 1, 0, std::vector<std::vector<float>>(ExchangeHeader::kMaxTensors + 1));
+  many.Send(store);
+  ASSERT_TRUE(many.result);
+  EXPECT_EQ(many.result->code(), absl::StatusCode::kInvalidArgument) << *many.result;
+  EXPECT_EQ(many.result->message(), "131073 tensors, over the 131072 a PS holds");
+  Exchange flagged = Make(ExchangeHeader::kInit, 0, 1, 0, {{1.f}});
+  flagged.header.flags |= 0x100;
+  flagged.Send(store);
+  ASSERT_TRUE(flagged.result);
+  EXPECT_EQ(flagged.result->message(), "unknown header flags 0x101");
+  Exchange most = Make(ExchangeHeader::kInit, 0, 1, 0, std::vector<std::vector<float>>(ExchangeHeader::kMaxTensors));
+  most.Send(store);
+  ASSERT_TRUE(most.result);
+  EXPECT_TRUE(most.result->ok()) << *most.result;
+}
+
 // Found by tests/fuzz/param_store_fuzz (UBSan): a step with more tensors than the run's
 // shard compared each tensor's size with a run tensor past the end of the shard before the
 // tensor count was checked.
