@@ -342,7 +342,13 @@ absl::Status ParamStore::ApplyAsync(const Part& part) {
   const bool whole = part.tensors.size() == params_.size();
   StepParts* sp = nullptr;
   if (!whole) {
-    sp = &async_steps_[h.worker][h.step];
+    // A worker has a step or two in flight; steps it never completes must not pile up.
+    constexpr size_t kMaxStepsInProgress = 64;
+    auto& steps = async_steps_[h.worker];
+    if (!steps.contains(h.step) && steps.size() >= kMaxStepsInProgress)
+      return absl::FailedPreconditionError(absl::StrCat("worker ", h.worker, " has ", steps.size(),
+                                                        " steps with parts still to come; step ", h.step, " is one too many"));
+    sp = &steps[h.step];
     if (sp->applied.empty()) sp->applied.assign(params_.size(), false);
     for (uint32_t t : part.tensors) {
       if (sp->applied[t])

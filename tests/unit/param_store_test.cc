@@ -153,6 +153,32 @@ TEST(ParamStoreTest, AsyncPartsApplyAtOnceAndCountTheStepWhenTheShardIsCovered) 
   EXPECT_EQ(store.Report()->workers[1].steps.ToString(), "0");
 }
 
+// Steps whose parts never all come are not kept without end: 64 a worker at most.
+TEST(ParamStoreTest, AsyncStepsLeftIncompleteAreBounded) {
+  ParamStore store;
+  Exchange init = Make(ExchangeHeader::kInit, 0, 2, 0, {{1.f}, {3.f}}, /*sync=*/false);
+  init.Send(store);
+  for (uint64_t step = 0; step < 64; ++step) {
+    Exchange part = MakePart(1, 2, step, {1}, {{2.f}}, false);
+    part.Send(store);
+    ASSERT_TRUE(part.result && part.result->ok()) << step << ": " << *part.result;
+  }
+  Exchange over = MakePart(1, 2, 64, {1}, {{2.f}}, false);
+  over.Send(store);
+  ASSERT_TRUE(over.result);
+  EXPECT_EQ(over.result->message(), "worker 1 has 64 steps with parts still to come; step 64 is one too many");
+  // A step already begun is finished; the other worker has room of its own.
+  Exchange rest = MakePart(1, 2, 0, {0}, {{2.f}}, false);
+  rest.Send(store);
+  ASSERT_TRUE(rest.result && rest.result->ok()) << *rest.result;
+  Exchange other = MakePart(0, 2, 64, {1}, {{2.f}}, false);
+  other.Send(store);
+  ASSERT_TRUE(other.result && other.result->ok()) << *other.result;
+  Exchange now = MakePart(1, 2, 64, {1}, {{2.f}}, false);
+  now.Send(store);
+  ASSERT_TRUE(now.result && now.result->ok()) << *now.result;
+}
+
 // Parts of two steps may interleave (a worker starts step 1's first part before step 0's
 // last came back): each step counts once its own parts cover the shard; a tensor sent twice
 // in one step is refused.
