@@ -32,6 +32,8 @@ size_t LayOut(std::span<const uint64_t> sizes, std::vector<size_t>* offsets) {
 // Large blocks are aligned to 2 MiB and offered to transparent huge pages: faulting in a
 // 1 GiB payload 4 KiB at a time otherwise costs more than filling it.
 size_t TensorAlignment(size_t bytes) { return bytes >= kHugePage ? kHugePage : kPage; }
+// What AllocateTensorMemory takes for `bytes` (aligned_alloc wants a multiple of the alignment).
+size_t TensorAllocationBytes(size_t bytes) { return RoundUp(bytes, TensorAlignment(bytes)); }
 
 // splitmix64: fast, and every seed gives a full-period, well-mixed stream.
 inline uint64_t SplitMix64(uint64_t& state) {
@@ -130,7 +132,7 @@ Payload::~Payload() {
 
 std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
   const size_t align = TensorAlignment(bytes);
-  *allocated = RoundUp(bytes, align);  // aligned_alloc wants a multiple of the alignment
+  *allocated = TensorAllocationBytes(bytes);
   if (*allocated == 0) return nullptr;
   auto* memory = static_cast<std::byte*>(std::aligned_alloc(align, *allocated));
   if (memory == nullptr) throw std::bad_alloc();
@@ -141,8 +143,7 @@ std::byte* AllocateTensorMemory(size_t bytes, size_t* allocated) {
 }
 
 uint64_t PayloadArenaBytes(std::span<const uint64_t> sizes) {
-  const size_t end = LayOut(sizes, nullptr);
-  return RoundUp(end, TensorAlignment(end));
+  return TensorAllocationBytes(LayOut(sizes, nullptr));
 }
 
 }  // namespace psbench

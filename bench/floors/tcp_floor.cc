@@ -67,12 +67,14 @@ struct Hello {
 
 // ---- socket I/O ------------------------------------------------------------
 
-// No floor run leaves a socket idle this long: the server drops a connection idle for kIdle
-// (one that never speaks must not hold the serial accept loop), and the client gives up on
-// a server silent for longer (it may be queued behind such a connection).
+// The server drops a connection that sends no hello within kIdle (one that never speaks must
+// not hold the serial accept loop), and a client whose hello is not echoed within
+// kHandshake gives up (it may be queued behind such a connection: it waits that out). Once
+// running, either side waits kRunWait for the other, far above any pause of a live run (a
+// client sorts up to 1e8 round trips between sizes).
 constexpr int kIdleSeconds = 5;
-constexpr int kClientWaitSeconds = 3 * kIdleSeconds;
 constexpr int kHandshakeSeconds = kIdleSeconds + 2;
+constexpr int kRunWaitSeconds = 120;
 
 void set_timeouts(int fd, int seconds) {
   timeval tv{seconds, 0};
@@ -201,6 +203,7 @@ bool serve_connection(int fd) {
   }
   iovec back{&hello, sizeof(hello)};
   if (write_all(fd, &back, 1) != Io::kOk) return false;
+  set_timeouts(fd, kRunWaitSeconds);
   const bool pingpong = hello.mode == static_cast<uint32_t>(Mode::kPingpong);
   Buffer buf;
   while (true) {
@@ -217,7 +220,7 @@ bool serve_connection(int fd) {
     }
     if (io != Io::kOk) {
       if (!g_stop && timed_out()) {
-        fmt::print(stderr, "{}: a client idle for {} s: dropped\n", kProg, kIdleSeconds);
+        fmt::print(stderr, "{}: a client silent for {} s mid-run: dropped\n", kProg, kRunWaitSeconds);
       } else if (!g_stop) {
         fmt::print(stderr, "{}: connection error: {}\n", kProg, errno_str());
       }
@@ -278,6 +281,14 @@ int run_client() {
   floors::Results results("tcp-floor", "TCP floor", opts);
   floors::pin_cpus(opts.cpu);
 
+  // Allocated and filled before connecting: the server waits on no client's page faults.
+  const uint64_t max_size = *std::max_element(opts.sizes.begin(), opts.sizes.end());
+  auto payload = std::make_unique<char[]>(max_size);
+  floors::fill_payload(payload.get(), max_size);
+  Buffer rbuf;
+  rbuf.reserve(max_size, 0);  // preallocated and touched so no page faults are timed
+  std::memset(rbuf.data.get(), 0, max_size);
+
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fatal(fmt::format("socket: {}", errno_str()));
   if (connect(fd, reinterpret_cast<const sockaddr*>(&opts.server), sizeof(opts.server)) != 0)
@@ -287,7 +298,7 @@ int run_client() {
   auto check = [&](Io io, std::string_view what) {
     if (io == Io::kEof) fatal(fmt::format("{}: server closed the connection", what));
     if (io != Io::kOk && timed_out()) {
-      fatal(fmt::format("{}: {} said nothing for {} s", what, opts.address, kClientWaitSeconds));
+      fatal(fmt::format("{}: {} said nothing for {} s", what, opts.address, kRunWaitSeconds));
     }
     if (io != Io::kOk) fatal(fmt::format("{}: {}", what, errno_str()));
   };
@@ -296,19 +307,18 @@ int run_client() {
   Hello answer{};
   iovec hiov{const_cast<Hello*>(&hello), sizeof(hello)};
   set_timeouts(fd, kHandshakeSeconds);
-  if (write_all(fd, &hiov, 1) != Io::kOk || read_exact(fd, &answer, sizeof(answer)) != Io::kOk ||
-      std::memcmp(&answer, &hello, sizeof(hello)) != 0) {
-    usage_error(fmt::format("{} is not a psbench-floor-tcp --server (no answer to the handshake in {} s)",
+  const bool sent = write_all(fd, &hiov, 1) == Io::kOk;
+  const Io echo = sent ? read_exact(fd, &answer, sizeof(answer)) : Io::kError;
+  if (echo != Io::kOk && timed_out()) {
+    usage_error(fmt::format("{} did not answer the handshake in {} s: not a psbench-floor-tcp --server, or one "
+                            "serving another client",
                             opts.address, kHandshakeSeconds));
   }
-  set_timeouts(fd, kClientWaitSeconds);
-
-  const uint64_t max_size = *std::max_element(opts.sizes.begin(), opts.sizes.end());
-  auto payload = std::make_unique<char[]>(max_size);
-  floors::fill_payload(payload.get(), max_size);
-  Buffer rbuf;
-  rbuf.reserve(max_size, 0);  // preallocated and touched so no page faults are timed
-  std::memset(rbuf.data.get(), 0, max_size);
+  if (echo != Io::kOk || std::memcmp(&answer, &hello, sizeof(hello)) != 0) {
+    usage_error(fmt::format("{} is not a psbench-floor-tcp --server (its answer to the handshake is not one)",
+                            opts.address));
+  }
+  set_timeouts(fd, kRunWaitSeconds);
 
   results.print_header();
   for (const uint64_t size : opts.sizes) {

@@ -366,21 +366,27 @@ class MpirunLauncher : public Launcher {
 
 // Runs `argv` and returns its stdout (for scontrol).
 absl::StatusOr<std::string> Capture(const std::vector<std::string>& argv) {
-  auto child = ChildProcess::Start(argv[0], argv, {.capture_stdout = true, .hold_stdin = false});
+  // Its stderr is read too: passed through, its lines would break psbench's one line.
+  auto child = ChildProcess::Start(argv[0], argv, {.capture_stdout = true, .hold_stdin = false, .capture_stderr = true});
   if (!child.ok()) return child.status();
-  std::string out;
+  std::string out, first_error;
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (true) {
-    auto line = child->ReadLine(deadline);
+    auto line = child->ReadOutput(deadline);
     if (!line.ok()) {
       if (line.status().code() == absl::StatusCode::kUnavailable) break;
       child->Stop(SIGKILL, absl::ZeroDuration());
       return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not answer within 30 s"));
     }
-    absl::StrAppend(&out, *line, "\n");
+    if (!line->from_stderr) {
+      absl::StrAppend(&out, line->text, "\n");
+    } else if (first_error.empty()) {
+      first_error = line->text;
+    }
   }
   if (int st = child->Stop(SIGTERM, absl::Seconds(5)); st != 0) {
-    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " ", ChildProcess::Describe(st)));
+    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " ", ChildProcess::Describe(st),
+                                            first_error.empty() ? "" : ": ", first_error));
   }
   return out;
 }
@@ -440,6 +446,7 @@ absl::StatusOr<std::vector<std::string>> ReadHostFile(const std::string& path) {
 
 absl::StatusOr<std::vector<int>> ParseSlurmTasksPerNode(const std::string& text) {
   std::vector<int> out;
+  int64_t slots = 0;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     int tasks = 0, repeat = 1;
     absl::string_view count = part;
@@ -453,9 +460,10 @@ absl::StatusOr<std::vector<int>> ParseSlurmTasksPerNode(const std::string& text)
     if (!absl::SimpleAtoi(count, &tasks) || tasks < 1) {
       return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": cannot read '", part, "'"));
     }
-    if (tasks > kMaxSlotsPerHost || repeat > kMaxSlots - static_cast<int>(out.size())) {
+    slots += int64_t{tasks} * repeat;
+    if (tasks > kMaxSlotsPerHost || slots > kMaxSlots) {
       return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE=", text, ": '", part, "' is over ",
-                                                     kMaxSlotsPerHost, " tasks a node or ", kMaxSlots, " nodes"));
+                                                     kMaxSlotsPerHost, " tasks a node or ", kMaxSlots, " in all"));
     }
     out.insert(out.end(), repeat, tasks);
   }

@@ -82,7 +82,7 @@ TEST(SlurmTasksPerNodeTest, RepeatsExpand) {
   EXPECT_THAT(*ParseSlurmTasksPerNode("4"), ElementsAre(4));
   // Over a node's most, or more nodes than any allocation: refused, not a vector of 2^31.
   for (const char* bad : {"", "0", "2(x0)", "2(x3", "a", "1,,2", "2147483647", "4097", "1(x65537)",
-                          "1(x65536),1", "1(x2147483647)"}) {
+                          "1(x65536),1", "1(x2147483647)", "4096(x17)", "4096(x65536)"}) {
     EXPECT_FALSE(ParseSlurmTasksPerNode(bad).ok()) << bad;
   }
 }

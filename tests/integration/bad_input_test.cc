@@ -603,6 +603,18 @@ TEST_F(BadInputProcessTest, JsonOverPbsNodefile) {
   EXPECT_EQ(ReadFile(hosts), "localhost\nlocalhost\n");
 }
 
+// scontrol's own error lines went straight to the terminal before psbench's: one line only.
+TEST_F(BadInputProcessTest, ScontrolFailureIsOneLine) {
+  TempDir dir;
+  const std::string scontrol = dir.Write("scontrol", "#!/bin/sh\nfor i in 1 2 3 4; do echo \"scontrol: error $i\" >&2; done\nexit 1\n");
+  chmod(scontrol.c_str(), 0755);
+  RunResult r = RunCommand({"/usr/bin/env", "PATH=" + dir.path() + ":/usr/bin:/bin", "SLURM_JOB_ID=1",
+                            "SLURM_JOB_NODELIST=node[", BinPath("psbench"), "slurm", "--srun=/bin/false",
+                            "--benchmark=latency", "--iterations=3"},
+                           seconds(30));
+  ExpectUsageError(r, "psbench", {"cannot expand SLURM_JOB_NODELIST=node[", "exited with status 1: scontrol: error 1"});
+}
+
 // An interface name resolves to that interface's address.
 TEST_F(BadInputProcessTest, PsListensOnANamedInterface) {
   auto ps = PsServer::Start({"--listen=lo"});

@@ -130,7 +130,7 @@ TEST_F(FloorsTest, TcpFloorWaitsForNoOneForever) {
                               seconds(30));
   close(silent);
   ExpectOneLineFailure(lost, 2, "psbench-floor-tcp",
-                       {"127.0.0.1:" + std::to_string(silent_port), "is not a psbench-floor-tcp --server"});
+                       {"127.0.0.1:" + std::to_string(silent_port), "did not answer the handshake in 7 s"});
   EXPECT_LT(lost.seconds, 15) << lost.Describe();
 
   int port = StartServer("psbench-floor-tcp", {});

@@ -11,27 +11,22 @@ observe), the step's compute time and, for a model wrapped in DistributedDataPar
 request, DDP-style gradient buckets and their ready times. `psbench run --scheme=trace
 --trace=FILE` replays the file over any transport. See docs/replay.md.
 """
-import importlib
-
 from .buckets import assign_buckets, bucket_ready
 from .trace_format import FORMAT
 
 __all__ = ["FORMAT", "Tracer", "capture", "assign_buckets", "bucket_ready"]
 __version__ = "0.1"
 
+try:
+    from .capture import Tracer, capture
+except ModuleNotFoundError as e:
+    if e.name != "torch":
+        raise
 
-def __getattr__(name):
     # The capture needs PyTorch; import_profile and the bucket helpers do not, so the package
     # imports without it and says so only when the capture is asked for.
-    if name not in ("Tracer", "capture"):
+    def __getattr__(name):
+        if name in ("Tracer", "capture"):
+            raise ImportError("psbench_trace: the capture needs PyTorch, which this Python lacks "
+                              "(Debian: apt install python3-torch, then run /usr/bin/python3)")
         raise AttributeError(f"module 'psbench_trace' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(__name__ + ".capture")
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
-            raise
-        raise ImportError("psbench_trace: the capture needs PyTorch, which this Python lacks "
-                          "(Debian: apt install python3-torch, then run /usr/bin/python3)") from None
-    # Importing the submodule bound the package's name `capture` to it: the function wins back.
-    globals().update(Tracer=module.Tracer, capture=module.capture)
-    return globals()[name]
