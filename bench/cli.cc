@@ -227,6 +227,11 @@ absl::Status CheckOutputsSpareInputs(const std::vector<NamedPath>& more_inputs,
     if (path.empty() || path == "-") continue;
     if (absl::Status s = CheckOutputSpares(dashed(name), path, inputs); !s.ok()) return s;
     inputs.push_back({dashed(name), path});  // a later output must not be this one either
+    // The progress file is written beside, as FILE.tmp, and renamed over FILE.
+    if (std::string(name) == "progress_file") {
+      if (absl::Status s = CheckOutputSpares(dashed(name), path + ".tmp", inputs); !s.ok()) return s;
+      inputs.push_back({dashed(name), path + ".tmp"});
+    }
   }
   if (std::string prefix = hdr_out.empty() ? value("hdr_out") : hdr_out; !prefix.empty()) {
     return CheckHdrOutSpares(prefix, inputs);

@@ -245,6 +245,14 @@ int Main(int argc, char** argv) {
       if (std::filesystem::is_directory(progress, ec)) {
         Die(kProgram, absl::StrCat("--progress-file=", progress, ": is a directory"), kExitUsage);
       }
+      // Renamed over, a FIFO or a device (as root, /dev/null) would become a regular file.
+      if (const auto st = std::filesystem::status(progress, ec);
+          std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+        Die(kProgram,
+            absl::StrCat("--progress-file=", progress, ": is not a regular file (the progress is written beside it "
+                         "and renamed over it; give a file, or - for stdout)"),
+            kExitUsage);
+      }
       if (absl::Status s = CheckOutputWritable("--progress-file", progress + ".tmp"); !s.ok()) {
         Die(kProgram, absl::StrCat(s.message(), " (written there, then renamed over ", progress, ")"), kExitUsage);
       }

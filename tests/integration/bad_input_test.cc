@@ -79,6 +79,7 @@ class BadInputTest : public IntegrationTest, public ::testing::WithParamInterfac
     tmp_.Write("negative-tensor.json", R"([{"name": "w", "bytes": -1}])");
     tmp_.Write("huge.json", "[2147483648]");
     tmp_.Write("valid.json", "[10, 1024]");
+    tmp_.Write("trace.tmp", "[10, 1024]");
     tmp_.Write("one-tensor.json", "[4096]");
     tmp_.Write("two-mib.json", "[[1048576], [1048576]]");
     {
@@ -332,6 +333,14 @@ const std::vector<BadInput> kWorkerCases = {
     // Written as the run goes, where a failed write went unsaid.
     {"ProgressFileInNoDirectory", Tool::kWorker, {"--progress-file=$DIR/no/such/p"}, {"--progress-file=", "cannot write"}},
     {"ProgressFileIsADirectory", Tool::kWorker, {"--progress-file=$DIR"}, {"--progress-file=", "is a directory"}},
+    // Renamed over, these became regular files (as root, /dev/null too).
+    {"ProgressFileIsAFifo", Tool::kWorker, {"--progress-file=$DIR/fifo.json"}, {"--progress-file=", "is not a regular file"}},
+    {"ProgressFileIsADevice", Tool::kWorker, {"--progress-file=/dev/null"}, {"--progress-file=/dev/null", "is not a regular file"}},
+    // FILE.tmp is written and renamed over FILE: it must not be an input, nor --json.
+    {"ProgressTmpIsTheTrace", Tool::kWorker, {"--scheme=trace", "--trace=$DIR/trace.tmp", "--progress-file=$DIR/trace"},
+     {"--progress-file=$DIR/trace.tmp would write over --trace=$DIR/trace.tmp"}},
+    {"ProgressTmpIsTheJson", Tool::kWorker, {"--json=$DIR/p.tmp", "--progress-file=$DIR/p"},
+     {"--progress-file=$DIR/p.tmp would write over --json=$DIR/p.tmp"}},
     {"PositionalArgument", Tool::kWorker, {"extra"}, {"unexpected argument 'extra'"}},
 };
 
