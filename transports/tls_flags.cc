@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -162,7 +163,9 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
     auto cert = FirstCertificate("tls-cert", o.cert_file, o.cert_pem);
     if (!cert.ok()) return cert.status();
     Bio bio = MemBio(o.key_pem);
-    KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+    // No pass phrase callback: OpenSSL's default would prompt on the terminal.
+    auto no_pass_phrase = [](char*, int, int, void*) { return 0; };
+    KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_pass_phrase, nullptr), &EVP_PKEY_free);
     if (!key) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls-key=", o.key_file, ": not an unencrypted PEM private key (", SslError(), ")"));
@@ -171,6 +174,13 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags(TlsSide side) {
       ERR_clear_error();
       return absl::InvalidArgumentError(absl::StrCat("--tls-key=", o.key_file,
                                                      " is not the key of --tls-cert=", o.cert_file));
+    }
+    // gRPC loads them into an OpenSSL context under the system's security level (an RSA key
+    // under 2048 bits fails there): said here, not as a server that cannot start.
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), &SSL_CTX_free);
+    if (!ctx || SSL_CTX_use_certificate(ctx.get(), cert->get()) != 1 || SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--tls-cert=", o.cert_file, ", --tls-key=", o.key_file,
+                                                     ": OpenSSL refuses them for TLS here (", SslError(), ")"));
     }
     // What each handshake would find, said before anything starts (else every worker fails
     // after --connect-timeout).

@@ -39,6 +39,8 @@ class TestCerts {
     return {"--tls-cert=" + Path("client.pem"), "--tls-key=" + Path("client.key")};
   }
   const TempDir& dir() const { return dir_; }
+  // The openssl command line with these arguments (argv[0] is replaced): whether it succeeded.
+  bool Openssl(Argv argv) const { return Run(std::move(argv)); }
 
  private:
   // The child is exec'd without a PATH search: find openssl here.
@@ -51,7 +53,7 @@ class TestCerts {
     }
     return "openssl (not found on PATH)";
   }
-  bool Run(Argv argv) {
+  bool Run(Argv argv) const {
     argv[0] = Openssl();
     RunResult r = RunCommand(argv, seconds(60));
     EXPECT_EQ(r.exit_code, 0) << r.Describe();

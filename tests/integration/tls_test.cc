@@ -192,6 +192,17 @@ TEST_F(TlsTest, BadTlsFlagsExitTwoWithOneLine) {
                    {"--tls-cert=" + client_cert, "does not name 127.0.0.1"});
   ExpectUsageError(run({"--tls-cert=" + cert, "--tls-key=" + key, "--tls-ca=" + certs().ca(), "--tls-server-name=ps0.example"}),
                    "psbench", {"does not name ps0.example"});
+  // A key OpenSSL would ask a pass phrase for: refused without a prompt (it printed two).
+  const std::string locked = certs().Path("locked.key");
+  ASSERT_TRUE(certs().Openssl({"openssl", "pkey", "-in", key, "-aes256", "-passout", "pass:secret", "-out", locked}));
+  ExpectUsageError(ps({"--tls-cert=" + cert, "--tls-key=" + locked}), "psbench-ps",
+                   {"--tls-key=" + locked, "not an unencrypted PEM private key"});
+  // A key gRPC's OpenSSL refuses (under 2048 bits): said so, not "cannot listen".
+  const std::string weak = certs().Path("weak.pem"), weak_key = certs().Path("weak.key");
+  ASSERT_TRUE(certs().Openssl({"openssl", "req", "-x509", "-newkey", "rsa:1024", "-nodes", "-keyout", weak_key, "-out",
+                               weak, "-days", "2", "-subj", "/CN=weak", "-addext", "subjectAltName=IP:127.0.0.1"}));
+  ExpectUsageError(ps({"--tls-cert=" + weak, "--tls-key=" + weak_key}), "psbench-ps",
+                   {"--tls-cert=" + weak, "OpenSSL refuses them for TLS here"});
   ExpectUsageError(ps({"--max-message-size=1"}), "psbench-ps", {"--max-message-size"});
   ExpectUsageError(ps({"--max-connections=0"}), "psbench-ps", {"--max-connections"});
 }

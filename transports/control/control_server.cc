@@ -105,8 +105,10 @@ absl::StatusOr<int> ControlServer::Start() {
   for (int i = 0; i < options_.threads; ++i) cqs_.push_back(builder.AddCompletionQueue());
   server_ = builder.BuildAndStart();
   if (!server_ || bound_port == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("cannot listen on %s (address not available or port in use)", address));
+    // The port was free a moment ago (ProbePort): with TLS, gRPC may have refused the files.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot listen on %s (address not available or port in use%s)", address,
+        options_.tls.enabled() ? ", or gRPC refused --tls-cert/--tls-key: PSBENCH_GRPC_LOG=1 shows its reason" : ""));
   }
   for (auto& cq : cqs_) {
     if (data_plane_.post) data_plane_.post(cq.get());
