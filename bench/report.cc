@@ -34,6 +34,9 @@ using nlohmann::json;
 // pipe) is opened once and held until the process ends: closing it after the start-up check
 // would give its reader end-of-file before any record, and the records would then wait for a
 // reader forever. -1 with errno set when it cannot; *held: the descriptor is not to be closed.
+// How long a named pipe's reader may take nothing before the records are given up.
+constexpr absl::Duration kPipeStall = absl::Seconds(30);
+
 int OpenRecordsFile(const std::string& path, bool* held) {
   static absl::Mutex mu;
   static auto* pipes = new std::map<std::string, int>;
@@ -43,6 +46,9 @@ int OpenRecordsFile(const std::string& path, bool* held) {
   const int fd = OpenOutput(path, O_APPEND | O_CREAT);
   struct stat st {};
   *held = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  // Written within a bounded wait (WriteAllWithin): a reader that stops reading must not
+  // hold psbench forever.
+  if (*held) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (*held) (*pipes)[path] = fd;
   return fd;
 }
@@ -237,14 +243,17 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   }
   // A path that cannot name a file here is bad input; a disk that is read-only, full or
   // failing is a runtime failure (the caller picks its exit status from the code).
-  auto failed = [&path, &records](absl::string_view what, int err) {
-    std::string msg = absl::StrCat("--json=", path, ": ", what, ": ", OpenOutputError(path, err));
-    if (!records.empty()) {
-      absl::StrAppend(&msg, " (", records.size(), records.size() == 1 ? " record" : " records",
-                      " not saved)");
+  // `saved`: records of this set that made it whole before the failure.
+  auto failed = [&path, &records](absl::string_view what, int err, size_t saved = 0) {
+    std::string msg = absl::StrCat("--json=", path, ": ", what, ": ",
+                                   err == ETIMEDOUT ? absl::StrCat("its reader took nothing for ",
+                                                                   absl::FormatDuration(kPipeStall))
+                                                    : OpenOutputError(path, err));
+    if (const size_t lost = records.size() - saved; lost > 0) {
+      absl::StrAppend(&msg, " (", lost, lost == 1 ? " record" : " records", " not saved)");
     }
     bool disk = err == EROFS || err == ENOSPC || err == EDQUOT || err == EIO || err == EFBIG ||
-                err == ETXTBSY;
+                err == ETXTBSY || err == ETIMEDOUT;
     return disk ? absl::UnavailableError(msg) : absl::InvalidArgumentError(msg);
   };
   bool held = false;
@@ -253,15 +262,24 @@ absl::Status AppendJsonLines(const std::string& path, const std::vector<Record>&
   auto close_fd = [held, fd] { return held ? 0 : ::close(fd); };
   std::string text;
   for (const Record& r : records) text += DumpJson(RecordToJson(r)) + '\n';
-  // One write per record set.
-  if (int err = WriteAll(fd, text); err != 0) {
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const off_t before = regular ? st.st_size : 0;
+  // One write per record set (a named pipe's within a bounded wait for its reader).
+  size_t written = 0;
+  if (int err = WriteAllWithin(fd, text, kPipeStall, &written); err != 0) {
+    // A record cut short would glue the next one written to it: the file is cut back to the
+    // last whole record, unless another process appended since.
+    const size_t last_newline = written == 0 ? std::string::npos : text.rfind('\n', written - 1);
+    const size_t whole = last_newline == std::string::npos ? 0 : last_newline + 1;
+    if (regular && ::fstat(fd, &st) == 0 && st.st_size == before + static_cast<off_t>(written) && written > whole) {
+      (void)::ftruncate(fd, before + static_cast<off_t>(whole));
+    }
     close_fd();
-    return failed("write failed", err);
+    return failed("write failed", err, std::count(text.begin(), text.begin() + whole, '\n'));
   }
   // Written is not yet stored: a regular file is synced, so that a failing disk says so now.
-  struct stat st {};
-  if (!records.empty() && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::fsync(fd) != 0 &&
-      errno != EINVAL) {
+  if (!records.empty() && regular && ::fsync(fd) != 0 && errno != EINVAL) {
     int err = errno;
     close_fd();
     return failed("write failed", err);

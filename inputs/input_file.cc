@@ -1,9 +1,11 @@
 #include "inputs/input_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -175,6 +177,26 @@ int WriteAll(int fd, absl::string_view text) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return n < 0 ? errno : ENOSPC;
     at += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+int WriteAllWithin(int fd, absl::string_view text, absl::Duration stall, size_t* written) {
+  *written = 0;
+  absl::Time until = absl::Now() + stall;
+  while (*written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + *written, text.size() - *written);
+    if (n > 0) {
+      *written += static_cast<size_t>(n);
+      until = absl::Now() + stall;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return n < 0 ? errno : ENOSPC;
+    const absl::Duration left = until - absl::Now();
+    if (left <= absl::ZeroDuration()) return ETIMEDOUT;
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
   }
   return 0;
 }

@@ -65,6 +65,9 @@ absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path
 // Writes all of `text` to `fd`, retrying short writes and EINTR: 0, or the errno that stopped
 // it (ENOSPC for a write that took nothing).
 int WriteAll(int fd, absl::string_view text);
+// The same to a non-blocking fd (a named pipe), giving up with ETIMEDOUT once `stall` passes
+// without a byte taken; *written says how much went.
+int WriteAllWithin(int fd, absl::string_view text, absl::Duration stall, size_t* written);
 
 // Writes `text` as the whole of output `path` (created or truncated; a named pipe waited on as
 // by OpenOutput): INVALID_ARGUMENT "cannot write: WHY" when it cannot be opened (bad input),

@@ -383,6 +383,24 @@ TEST_F(FaultTest, JsonToANamedPipe) {
   EXPECT_NE(lines[1].find("\"payload_bytes\":128"), std::string::npos) << lines[1];
 }
 
+// A reader that holds the pipe open but stops reading: psbench gave up nothing, said nothing
+// and ignored SIGTERM, for ever. It waits 30 s for the reader to take something, then fails.
+TEST_F(FaultTest, JsonToANamedPipeNobodyReads) {
+  TempDir tmp;
+  const std::string fifo = tmp.File("records");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Process holder({"/bin/sh", "-c", "exec sleep 120 < " + fifo});
+  // 21 records of about 4 KiB: more than the pipe's 64 KiB.
+  RunResult r = RunCommand(RunArgv({"--benchmark=latency", "--sizes=1:1M", "--warmup-iterations=0", "--iterations=2",
+                                    "--json=" + fifo}),
+                           seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_NE(r.err.find("--json=" + fifo + ": write failed: its reader took nothing for 30s"), std::string::npos)
+      << r.Describe();
+  EXPECT_LT(r.seconds, 90) << r.Describe();
+  holder.Signal(SIGKILL);
+}
+
 // A --json path of bytes that are not UTF-8 (a legal Linux name): the records, whose command
 // line holds it, were lost to an exception at the end of the run (exit 134). The byte is
 // recorded as U+FFFD.
@@ -448,6 +466,29 @@ TEST_F(ReadOnlyDiskTest, DiskTurnsReadOnlyMidRun) {
   ExpectOneLineFailure(w, 1, "psbench-worker",
                        {"r.jsonl", "Read-only file system", "1 record not saved"});
   EXPECT_NE(w.out.find("bandwidth"), std::string::npos) << "the table row is printed: " << w.out;
+  EXPECT_TRUE(ps->process().Running());
+}
+
+// The disk fills in the middle of a record: the file is cut back to its last whole record, so
+// the next run's record is not glued to half of this one (psbench report then refused it).
+TEST_F(ReadOnlyDiskTest, DiskFullMidRecordLeavesWholeLines) {
+  auto ps = PsServer::Start();
+  ASSERT_TRUE(ps);
+  TempDir outside;  // $D is the tmpfs
+  // Four pages: one for a filler, three for the records (a latency record is about 3 KiB).
+  RunResult w = InMountNamespace(
+      "mount -t tmpfs -o size=16k tmpfs $D || exit 99; head -c 4096 /dev/zero > $D/filler; " +
+      Quote(WorkerArgv(ps->address(), {"--benchmark=latency", "--sizes=1:64", "--warmup-iterations=1",
+                                       "--iterations=5"})) +
+      "--json=$D/r.jsonl; status=$?; cp $D/r.jsonl " + outside.File("kept.jsonl") + "; exit $status");
+  ASSERT_EQ(w.exit_code, 1) << w.Describe();
+  EXPECT_NE(w.err.find("No space left on device"), std::string::npos) << w.Describe();
+  const std::string kept = ReadFile(outside.File("kept.jsonl"));
+  ASSERT_FALSE(kept.empty()) << "the first records fit";
+  EXPECT_EQ(kept.back(), '\n') << kept.substr(kept.size() - std::min<size_t>(kept.size(), 80));
+  for (const std::string& line : Lines(kept)) {
+    EXPECT_FALSE(Json::parse(line, nullptr, false).is_discarded()) << line.substr(0, 80);
+  }
   EXPECT_TRUE(ps->process().Running());
 }
 
