@@ -148,6 +148,10 @@ int OpenOutput(const std::string& path, int flags) {
 }
 
 absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path) {
+  // A file called "-" is never what was meant: --json=- and --progress-file=- are stdout.
+  if (path == "-") {
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=-: give a file name (this output has no stdout form)"));
+  }
   struct stat st {};
   const bool existed = ::stat(path.c_str(), &st) == 0;
   int err = 0;

@@ -243,10 +243,16 @@ int RunReportCommand(int argc, char** argv, const fs::path& bin_dir) {
   }
   const std::string html = absl::GetFlag(FLAGS_html);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (FlagWasSet("html") && html.empty()) Die(kReportProgram, "--html needs a file name", kExitUsage);
-  if (FlagWasSet("markdown") && markdown.empty()) Die(kReportProgram, "--markdown needs a file name", kExitUsage);
   const std::string csv = absl::GetFlag(FLAGS_csv);
-  if (FlagWasSet("csv") && csv.empty()) Die(kReportProgram, "--csv needs a file name", kExitUsage);
+  // "-" would be a file of that name: the Markdown goes to stdout when --markdown is not given.
+  for (const auto& [flag, path] : {std::pair{"html", html}, {"markdown", markdown}, {"csv", csv}}) {
+    if (FlagWasSet(flag) && (path.empty() || path == "-")) {
+      Die(kReportProgram,
+          absl::StrCat("--", flag, path.empty() ? " needs a file name" : "=-: give a file name",
+                       std::string(flag) == "markdown" ? " (without --markdown the Markdown goes to stdout)" : ""),
+          kExitUsage);
+    }
+  }
   // A file given twice would count its records twice.
   for (size_t i = 0; i < files.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

@@ -415,6 +415,7 @@ const std::vector<BadInput> kTrainCases = {
     {"RdmaFlag", Tool::kTrain, {"--rdma-device=rxe0"}, {"unknown flag", "--rdma-device"}},
     {"TlsFlag", Tool::kTrain, {"--tls-cert=x"}, {"unknown flag", "--tls-cert"}},
     {"TrainerOfRun", Tool::kTrain, {"--trainer=tiny"}, {"unknown flag", "--trainer"}},
+    {"WriteTraceToDash", Tool::kTrain, {"--write-trace=-"}, {"--write-trace=-: give a file name"}, "psbench train"},
 };
 
 // psbench ssh and psbench mpirun: the host file and the slots it gives, checked before any
@@ -491,6 +492,10 @@ const std::vector<BadInput> kReportCases = {
     {"NoRecordToTabulate", Tool::kReport, {"$DIR/records.jsonl"}, {"no record psbench report can tabulate"}},
     {"InputGivenTwice", Tool::kReport, {"$DIR/records.jsonl", "$DIR/records.jsonl"},
      {"are the same file", "give each once"}},
+    // Each made a file named "-".
+    {"MarkdownToDash", Tool::kReport, {"$DIR/records.jsonl", "--markdown=-"}, {"--markdown=-: give a file name"}},
+    {"CsvToDash", Tool::kReport, {"$DIR/records.jsonl", "--csv=-"}, {"--csv=-: give a file name"}},
+    {"HtmlToDash", Tool::kReport, {"$DIR/records.jsonl", "--html=-"}, {"--html=-: give a file name"}},
     {"MarkdownOverInput", Tool::kReport, {"$DIR/records.jsonl", "--markdown=$DIR/records.jsonl"},
      {"--markdown=$DIR/records.jsonl would write over the report input"}},
     {"HtmlOverInput", Tool::kReport, {"$DIR/records.jsonl", "--html=$DIR/records.jsonl"},
