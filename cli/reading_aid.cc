@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "bench/sysinfo.h"
 #include "bench/table.h"
+#include "cli/launch/launch.h"
 #include "cli/launch/process.h"
 #include "cli/launch/scratch.h"
 #include "fmt/core.h"
@@ -76,9 +77,18 @@ absl::StatusOr<std::vector<Record>> RunFloor(const LaunchOptions& o, const Floor
         failure = client.status();
         break;
       }
-      while (client->ReadLine(absl::Now() + absl::Seconds(60)).ok()) {
+      // Its output is read until it ends (at most a minute of silence), or psbench is told to
+      // stop: a floor must not outlast a SIGTERM to psbench.
+      for (absl::Time quiet_until = absl::Now() + absl::Seconds(60); !Interrupted();) {
+        auto got = client->ReadLine(std::min(quiet_until, absl::Now() + absl::Milliseconds(200)));
+        if (got.ok()) quiet_until = absl::Now() + absl::Seconds(60);
+        else if (got.status().code() != absl::StatusCode::kDeadlineExceeded || absl::Now() >= quiet_until) break;
       }
       int status = client->Stop(SIGTERM, absl::Seconds(5));
+      if (Interrupted()) {
+        failure = InterruptedError();
+        break;
+      }
       std::ifstream in(out);
       std::string text;
       std::getline(in, text);
@@ -140,6 +150,7 @@ std::vector<Record> PrintReadingAid(const LaunchOptions& o, bool local, const st
   std::vector<std::string> problems;
   // gRPC's floor is the strongest program on the API psbench's non-serialized mode uses.
   for (const Floor& floor : {Floor{"psbench-floor-tcp", "tcp", nullptr}, Floor{"psbench-floor-grpc", "grpc", "generic"}}) {
+    if (Interrupted()) return records;  // the caller says so
     auto got = RunFloor(o, floor, sizes);
     if (!got.ok()) {
       problems.push_back(std::string(got.status().message()));

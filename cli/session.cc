@@ -196,6 +196,11 @@ int RunBenchmarks(Session& session, const std::vector<std::pair<Scenario, size_t
     if (!json_path.empty() && !floors.empty()) {
       if (absl::Status st = AppendJsonLines(json_path, floors); !st.ok()) return saving_failed(st);
     }
+    if (Interrupted()) {  // during the floors: what was measured is kept
+      WriteHdrOrWarn(HdrOutFlag(), open_loop);
+      fmt::print(stderr, "{}: the floors: {}\n", kProgram, std::string(InterruptedError().message()));
+      return FailedRunExitCode(InterruptedError());
+    }
     if (!json_path.empty()) fmt::print("# results: {}\n", json_path);
   }
   return WriteHdrOrWarn(HdrOutFlag(), open_loop);

@@ -515,6 +515,28 @@ INSTANTIATE_TEST_SUITE_P(Signals, RunSignalTest, ::testing::Values(SIGTERM, SIGI
 // is removed by the next psbench, whatever it runs.
 class RunKilledTest : public IntegrationTest {};
 
+// The tour's floors ran on through a SIGTERM to psbench, which then exited 0.
+TEST_F(RunKilledTest, SigtermDuringTheFloorsStopsThem) {
+  TempDir tmp;
+  Process run(RunArgv({"--iterations=5", "--warmup-iterations=0", "--json=" + tmp.File("r.jsonl")}));
+  auto floor_running = [&run] {
+    for (const ProcInfo& p : ChildrenOf(run.pid())) {
+      if (p.comm.rfind("psbench-floor", 0) == 0) return true;
+    }
+    return false;
+  };
+  for (auto until = Clock::now() + seconds(120); !floor_running() && run.Running() && Clock::now() < until;) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE(floor_running()) << run.Stderr();
+  auto signalled = Clock::now();
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(seconds(30)), 128 + SIGTERM) << run.Stderr();
+  EXPECT_LT(Clock::now() - signalled, seconds(15));
+  EXPECT_NE(run.Stderr().find("interrupted by SIGTERM"), std::string::npos) << run.Stderr();
+  EXPECT_GE(ReadJsonLines(tmp.File("r.jsonl")).size(), 9u) << "the tour's records are kept";
+}
+
 TEST_F(RunKilledTest, LeavesNothingTheNextPsbenchKeeps) {
   TempDir tmpdir;
   const char* old = getenv("TMPDIR");
