@@ -66,7 +66,8 @@ int RunTrainCommand(int argc, char** argv) {
     Die(kProgram, absl::StrCat("--peak-gflops=", options.peak_gflops, " must be 0 (estimate) or in [0.001, 1e9] GFLOP/s"),
         kExitUsage);
   }
-  auto result = trainer::RunTiming(options);
+  absl::Status trace_failure;
+  auto result = trainer::RunTiming(options, &trace_failure);
   if (!result.ok()) {
     Die(kProgram, result.status(),
         result.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime);
@@ -77,6 +78,9 @@ int RunTrainCommand(int argc, char** argv) {
   if (!record.ok()) Die(kProgram, absl::StrCat("train_timing record: ", record.status().message()), kExitRuntime);
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {*record}); !s.ok()) Die(kProgram, s, kExitRuntime);
+  }
+  if (!trace_failure.ok()) {
+    Die(kProgram, absl::StrCat(trace_failure.message(), json_path.empty() ? "" : " (the record is saved)"), kExitRuntime);
   }
   return 0;
 #endif

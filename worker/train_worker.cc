@@ -125,10 +125,6 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
   auto moved_after = TakeMovedSnapshot(client);
   if (!moved_after.ok()) Die(kWorkerProgram, moved_after.status(), kExitRuntime);
-  // Every worker of a run gets the same flags: worker 0 alone writes the trace.
-  if (!settings.write_trace.empty() && scenario.worker_index == 0) {
-    if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
-  }
 
   const double total_s = std::accumulate(step_s.begin(), step_s.end(), 0.0);
   Record record;
@@ -216,6 +212,13 @@ int RunTrainWorker(const Scenario& scenario, Client& client, const TrainerSettin
   }
   if (!json_path.empty()) {
     if (absl::Status s = AppendJsonLines(json_path, {record}); !s.ok()) Die(kWorkerProgram, s, kExitRuntime);
+  }
+  // Every worker of a run gets the same flags: worker 0 alone writes the trace, after the
+  // record (a trace that cannot be written must not take the measurement with it).
+  if (!settings.write_trace.empty() && scenario.worker_index == 0) {
+    if (absl::Status s = trace.Write(settings.write_trace); !s.ok()) {
+      Die(kWorkerProgram, absl::StrCat(s.message(), json_path.empty() ? "" : " (the record is saved)"), kExitRuntime);
+    }
   }
   if (std::string why = MovedDisagreement(record.extra["moved"]); !why.empty()) {
     Die(kWorkerProgram, absl::StrCat("payload bytes not where the record says: ", why), kExitRuntime);

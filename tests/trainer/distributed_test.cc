@@ -141,6 +141,24 @@ TEST_F(DistributedTrainingTest, TraceItCannotWriteIsRefusedBeforeTraining) {
   unlink(fifo.c_str());
 }
 
+// A trace that cannot be written once trained (a full disk) took the measured record with it.
+TEST_F(DistributedTrainingTest, TraceWriteFailureKeepsTheRecord) {
+  const std::string json = TempPath("records.jsonl");
+  RunResult r = RunCommand({BinPath("psbench"), "train", "--model=tiny", "--batch=4", "--steps=2", "--warmup-steps=0",
+                            "--write-trace=/dev/full", "--json=" + json},
+                           seconds(60));
+  ExpectOneLineFailure(r, 1, "psbench train", {"--write-trace=/dev/full", "No space left on device", "the record is saved"});
+  EXPECT_EQ(ReadJsonLines(json).size(), 1u);
+  std::remove(json.c_str());
+  r = RunCommand(RunArgv({"--trainer=tiny", "--batch=4", "--steps=2", "--warmup-steps=0", "--num-workers=2",
+                          "--write-trace=/dev/full", "--json=" + json}),
+                 seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  std::vector<Json> records = ReadJsonLines(json);
+  EXPECT_EQ(records.size(), 2u) << "each worker's, worker 0's too";
+  std::remove(json.c_str());
+}
+
 // --engine=gpu ends alike under psbench train and psbench run, whatever this machine has: no
 // GPU engine built (exit 2), no CUDA device (exit 1: run's worker said 2), or a GPU (exit 0).
 TEST_F(DistributedTrainingTest, GpuEngineEndsAlikeUnderTrainAndRun) {

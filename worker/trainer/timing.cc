@@ -137,7 +137,7 @@ PeakEstimate CpuPeakGflops(int threads) {
   return peak;
 }
 
-absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
+absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options, absl::Status* trace_failure) {
   if (options.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
   if (options.iterations < 1) return absl::InvalidArgumentError("--iterations must be >= 1");
   if (options.warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
@@ -279,8 +279,13 @@ absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options) {
   }
   result["layers"] = table;
   if (!options.trace_path.empty()) {
-    if (absl::Status s = trace.Write(options.trace_path); !s.ok()) return s;
-    result["trace"] = options.trace_path;
+    // A trace that cannot be written is said after the record is saved, not instead of it.
+    if (absl::Status s = trace.Write(options.trace_path); !s.ok()) {
+      if (trace_failure == nullptr) return s;
+      *trace_failure = s;
+    } else {
+      result["trace"] = options.trace_path;
+    }
   }
   return result;
 }

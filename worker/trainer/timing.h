@@ -58,7 +58,9 @@ nlohmann::json SecondsStats(const std::vector<double>& seconds);
 
 // Runs the timing; the JSON holds the options, the engine, model facts (parameters, FLOPs),
 // images/s per pass with per-iteration statistics, the share of peak, and per-layer times.
-absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options);
+// With `trace_failure`, a --write-trace that cannot be written is put there (the result is
+// still returned, without its "trace"); without, it is the error.
+absl::StatusOr<nlohmann::json> RunTiming(const TimingOptions& options, absl::Status* trace_failure = nullptr);
 
 // The human-readable report of a RunTiming result (summary and per-layer table).
 std::string FormatTiming(const nlohmann::json& result);
