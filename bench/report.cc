@@ -30,13 +30,13 @@ namespace {
 
 using nlohmann::json;
 
+// How long a named pipe's reader may take nothing before the records are given up.
+constexpr absl::Duration kPipeStall = absl::Seconds(30);
+
 // --json's file, opened for each set of records; but a named pipe (mkfifo, /dev/stdout into a
 // pipe) is opened once and held until the process ends: closing it after the start-up check
 // would give its reader end-of-file before any record, and the records would then wait for a
 // reader forever. -1 with errno set when it cannot; *held: the descriptor is not to be closed.
-// How long a named pipe's reader may take nothing before the records are given up.
-constexpr absl::Duration kPipeStall = absl::Seconds(30);
-
 int OpenRecordsFile(const std::string& path, bool* held) {
   static absl::Mutex mu;
   static auto* pipes = new std::map<std::string, int>;

@@ -80,7 +80,9 @@ int RunTrainCommand(int argc, char** argv) {
     if (absl::Status s = AppendJsonLines(json_path, {*record}); !s.ok()) Die(kProgram, s, kExitRuntime);
   }
   if (!trace_failure.ok()) {
-    Die(kProgram, absl::StrCat(trace_failure.message(), json_path.empty() ? "" : " (the record is saved)"), kExitRuntime);
+    // A path that names no file it can write is bad input (2), a full disk a failure (1).
+    Die(kProgram, absl::StrCat(trace_failure.message(), json_path.empty() ? "" : " (the record is saved)"),
+        trace_failure.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime);
   }
   return 0;
 #endif

@@ -176,13 +176,8 @@ absl::Status CheckOutputWritable(absl::string_view flag, const std::string& path
 }
 
 int WriteAll(int fd, absl::string_view text) {
-  for (size_t at = 0; at < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : ENOSPC;
-    at += static_cast<size_t>(n);
-  }
-  return 0;
+  size_t written = 0;
+  return WriteAllWithin(fd, text, absl::InfiniteDuration(), &written);
 }
 
 int WriteAllWithin(int fd, absl::string_view text, absl::Duration stall, size_t* written) {
@@ -200,7 +195,7 @@ int WriteAllWithin(int fd, absl::string_view text, absl::Duration stall, size_t*
     const absl::Duration left = until - absl::Now();
     if (left <= absl::ZeroDuration()) return ETIMEDOUT;
     pollfd p{fd, POLLOUT, 0};
-    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left), 999) + 1));
   }
   return 0;
 }
