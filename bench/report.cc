@@ -221,14 +221,14 @@ namespace {
 FILE* records_out = stdout;  // where --json=- writes
 }  // namespace
 
-void KeepStdoutForRecords(const std::string& path) {
+void KeepStdoutForRecords(absl::string_view program, const std::string& path) {
   if (path != "-" || records_out != stdout) return;
   std::fflush(stdout);
   // Close-on-exec: a PS or worker that outlived psbench would hold a reader's pipe open.
   const int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
   FILE* out = fd < 0 ? nullptr : fdopen(fd, "w");
   if (out == nullptr || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-    Die("psbench", absl::StrCat("--json=-: cannot keep stdout for the records: ", std::strerror(errno)), kExitRuntime);
+    Die(program, absl::StrCat("--json=-: cannot keep stdout for the records: ", std::strerror(errno)), kExitRuntime);
   }
   // What was stdout now shares stderr: line by line, so neither's lines come out of order.
   setvbuf(stdout, nullptr, _IOLBF, 0);

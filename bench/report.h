@@ -41,7 +41,7 @@ void CheckOutputsOrDie(absl::string_view program, const std::string& path,
 // For a command that prints tables (psbench run, ssh, slurm, mpirun, train): with --json=-
 // (`path`), records alone go to stdout, as psbench-worker's do; everything else printed on
 // stdout goes to stderr from here on.
-void KeepStdoutForRecords(const std::string& path);
+void KeepStdoutForRecords(absl::string_view program, const std::string& path);
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path);
 
 // Prints payload benchmark records as tables (bench/figures.h has each benchmark's row): a

@@ -172,7 +172,7 @@ int RunClusterCommand(int argc, char** argv, const std::string& bin_dir) {
     host_list.push_back({"$PBS_NODEFILE", HostFilePath()});
   }
   CheckOutputsOrDie(kProgram, json_path, host_list);
-  KeepStdoutForRecords(json_path);
+  KeepStdoutForRecords(kProgram, json_path);
 
   // Removed at exit (a static's destructor), when psbench dies (Die's hook), or, after a
   // SIGKILL, by the next psbench.

@@ -100,7 +100,7 @@ int RunRunCommand(int argc, char** argv, const std::string& bin_dir) {
   }
   std::string json_path = JsonFlag();
   CheckOutputsOrDie(kProgram, json_path);
-  KeepStdoutForRecords(json_path);
+  KeepStdoutForRecords(kProgram, json_path);
   // The tour measures PS throughput with 2 workers x 2 PS unless told otherwise.
   if (!FlagWasSet("benchmark") && !FlagWasSet("trainer")) {
     if (!FlagWasSet("num-ps")) options->num_ps = 2;

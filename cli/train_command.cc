@@ -47,7 +47,7 @@ int RunTrainCommand(int argc, char** argv) {
   auto settings = TrainerSettingsFromFlags(absl::GetFlag(FLAGS_model));
   if (!settings.ok()) Die(kProgram, settings.status(), kExitUsage);
   CheckOutputsOrDie(kProgram, json_path);
-  KeepStdoutForRecords(json_path);
+  KeepStdoutForRecords(kProgram, json_path);
   trainer::TimingOptions options;
   options.model = settings->model;
   options.engine = settings->engine;

@@ -241,16 +241,16 @@ int Main(int argc, char** argv) {
     }
     // It is written beside (FILE.tmp) and renamed over: the directory must take both.
     if (const std::string progress = absl::GetFlag(FLAGS_progress_file); !progress.empty() && progress != "-") {
-      std::error_code ec;
-      if (std::filesystem::is_directory(progress, ec)) {
-        Die(kProgram, absl::StrCat("--progress-file=", progress, ": is a directory"), kExitUsage);
-      }
       // Renamed over, a FIFO or a device (as root, /dev/null) would become a regular file.
+      std::error_code ec;
       if (const auto st = std::filesystem::status(progress, ec);
           std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
         Die(kProgram,
-            absl::StrCat("--progress-file=", progress, ": is not a regular file (the progress is written beside it "
-                         "and renamed over it; give a file, or - for stdout)"),
+            absl::StrCat("--progress-file=", progress,
+                         std::filesystem::is_directory(st)
+                             ? ": is a directory"
+                             : ": is not a regular file (the progress is written beside it and renamed over it; "
+                               "give a file, or - for stdout)"),
             kExitUsage);
       }
       if (absl::Status s = CheckOutputWritable("--progress-file", progress + ".tmp"); !s.ok()) {
